@@ -85,7 +85,7 @@ const Tensor* SameKind(const py::handle& h, const Tensor& self) {
 bool Recorded(const Tensor& self, const py::args& args) {
   if (!GradModeEnabled()) return false;
   if (self.requires_grad()) return true;
-  if (const auto& base = self.impl()->view_base(); base != nullptr && Tensor(base).requires_grad()) return true;
+  if (const auto& base = self.checked_impl()->view_base(); base != nullptr && Tensor(base).requires_grad()) return true;
   for (const py::handle& a : args) {
     if (py::isinstance<Tensor>(a) && a.cast<const Tensor&>().requires_grad()) return true;
   }

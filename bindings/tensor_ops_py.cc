@@ -111,7 +111,7 @@ Tensor ViewAsDType(const Tensor& t, DType dtype) {
       sizes.back() *= k, offset *= k;
     }
   }
-  return MakeDense(t.impl()->storage(), sizes, strides, offset, dtype);
+  return MakeDense(t.checked_impl()->storage(), sizes, strides, offset, dtype);
 }
 
 // The value of b where torch's mul / div read it as a number: a 0-d float32 / float64 CPU tensor b (no gradient
@@ -633,9 +633,9 @@ void BindViews(py::class_<Tensor>& c) {
                           ShapeStr(x.sizes()), " has no storage; call to_local() first");
         return x.storage_offset();
       })
-      .def("_is_view", [](const Tensor& x) { return x.impl()->view_base() != nullptr; })
+      .def("_is_view", [](const Tensor& x) { return x.checked_impl()->view_base() != nullptr; })
       .def_property_readonly("_base", [](const Tensor& x) -> py::object {
-        const std::shared_ptr<TensorImpl>& base = x.impl()->view_base();
+        const std::shared_ptr<TensorImpl>& base = x.checked_impl()->view_base();
         return base == nullptr ? py::none() : py::cast(Tensor(base));
       })
       .def("_record_in_place", [](const Tensor& self, const Tensor& result) {

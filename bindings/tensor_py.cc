@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -553,7 +554,7 @@ void BindTensor(py::module_& m) {
       .def_property("grad", [](const Tensor& t) -> std::optional<Tensor> {
         Tensor g = t.grad();
         if (!g.defined() && !t.is_leaf() &&
-            !(t.impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad)) {
+            !(t.checked_impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad)) {
           // torch's warning: a non-leaf's .grad is never populated unless retain_grad() was called
           if (PyErr_WarnEx(PyExc_UserWarning,
                            "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -596,13 +597,14 @@ void BindTensor(py::module_& m) {
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
       // torch's retains_grad: True for a non-leaf after retain_grad() (a leaf's .grad is kept anyway: False)
       .def_property_readonly("retains_grad", [](const Tensor& t) {
-        return !t.is_leaf() && t.impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad;
+        const AutogradMeta* meta = t.checked_impl()->autograd_meta();
+        return !t.is_leaf() && meta != nullptr && meta->retains_grad;
       })
       // True when this Python object holds the only handle to its tensor and nothing shares the storage (no
       // module, view or saved activation sees it): rebinding the handle (_rebind_) is then indistinguishable
       // from writing in place. A DTensor's: its local shard held by it alone (DTensorImpl::OwnsDataExclusively).
       .def("_sole_handle", [](const Tensor& t) {
-        return t.impl_ptr().use_count() == 1 && t.impl()->OwnsDataExclusively();
+        return t.impl_ptr().use_count() == 1 && t.checked_impl()->OwnsDataExclusively();
       })
       .def("data_ptr", [](const Tensor& t) -> std::uintptr_t {
         // torch's: the address of the first element (views share their base's memory; 0 when empty); a
@@ -625,10 +627,11 @@ void BindTensor(py::module_& m) {
       }, "Identifies the data behind this handle: handles of one weight (tied parameters) share it")
       // torch's Tensor.set_(source): this tensor (every handle of it) becomes a view of source's data and shape.
       .def("set_", [](Tensor& self, const Tensor& source) -> Tensor& {
-        self.impl()->SetDataFrom(*source.impl());
+        self.checked_impl()->SetDataFrom(*source.checked_impl());
         return self;
       }, py::arg("source"))
-      .def("_set_data", [](Tensor& self, const Tensor& source) { self.impl()->SetDataFrom(*source.impl(), true); },
+      .def("_set_data",
+           [](Tensor& self, const Tensor& source) { self.checked_impl()->SetDataFrom(*source.checked_impl(), true); },
            "torch's `tensor.data = source`: this tensor (every handle) takes source's data, shape and strides")
       .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
@@ -636,11 +639,11 @@ void BindTensor(py::module_& m) {
         // torch's untyped_storage(): the bytes this tensor and its views share, as (address, size in bytes)
         // (tessel/_compat.py wraps them); a DTensor's are its local shard's.
         const Tensor local = LocalPiece(t);
-        const Storage& st = local.impl()->storage();
+        const Storage& st = local.checked_impl()->storage();
         if (!st.defined() || st.nbytes() == 0) return py::make_tuple(std::uintptr_t{0}, int64_t{0});
         return py::make_tuple(reinterpret_cast<std::uintptr_t>(st.data()), st.nbytes());
       }, "(address, nbytes) of the storage under this tensor (a DTensor's local shard's)")
-      .def("_owns_data_exclusively", [](const Tensor& t) { return t.impl()->OwnsDataExclusively(); },
+      .def("_owns_data_exclusively", [](const Tensor& t) { return t.checked_impl()->OwnsDataExclusively(); },
            "No other tensor (view or base) shares this tensor's storage")
       .def("item", [](const Tensor& t) -> py::object {
         // A Python number of the tensor's kind, as torch: int for integer dtypes (exact for every int64; a
@@ -687,6 +690,14 @@ void BindTensor(py::module_& m) {
       .def("__repr__", &Repr)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<intptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same, "Both handles point at the same tensor (identity of parameters)");
+  // [Note: bare Tensor.__new__] `Tensor.__new__(Tensor)` (and a subclass's, as copy / pickle protocols and
+  // tessel's own Parameter wrapping call it) makes an instance whose C++ value __init__ has not built yet.
+  // pybind11 allocates that value lazily when a method first reads it, as raw memory: a method called before
+  // __init__ read garbage and crashed the interpreter. The value is now a default Tensor (no data: every
+  // accessor raises "use of an undefined Tensor"); a later __init__ replaces it, as before.
+  py::detail::get_type_info(typeid(Tensor))->operator_new = [](size_t n) -> void* {
+    return new (::operator new(n)) Tensor();
+  };
 }
 
 }  // namespace tessel::bindings

@@ -20,6 +20,8 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -188,15 +190,23 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
     T* pp = static_cast<T*>(p.raw_data());
     const T* pg = static_cast<const T*>(g.raw_data());
     T* pb = has_buf ? static_cast<T*>(in[2].raw_data()) : nullptr;
+    const C cwd = static_cast<C>(wd), cmom = static_cast<C>(mom), cdamp = static_cast<C>(1 - damp);
+    const C clr = static_cast<C>(-lr);
+    const auto round = [](C v) { return ToCompute(FromCompute<T>(v)); };  // to T and back, as a stored result
+    // torch's single-tensor SGD (its CPU default) one op at a time, each result rounded to T: d =
+    // grad.add(param, alpha=wd) (wd != 0 only); buf = d on the first step, else buf.mul_(momentum).add_(d,
+    // alpha=1-dampening); d = d.add(buf, alpha=momentum) with nesterov, else buf; param.add_(d, alpha=-lr). Each
+    // add with alpha is one fused multiply-add, as torch's CPU kernels compute it (cuda/sgd_math.h: the same).
     ParallelFor(0, p.numel(), 1 << 14, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) {
-        C d = ToCompute(pg[i]) + static_cast<C>(wd) * ToCompute(pp[i]);
+        C d = ToCompute(pg[i]);
+        if (wd != 0) d = round(std::fma(cwd, ToCompute(pp[i]), d));
         if (pb != nullptr && mom != 0) {
-          const C buf = first ? d : static_cast<C>(mom) * ToCompute(pb[i]) + static_cast<C>(1 - damp) * d;
+          const C buf = first ? d : round(std::fma(cdamp, d, round(cmom * ToCompute(pb[i]))));
           pb[i] = FromCompute<T>(buf);
-          d = nesterov ? d + static_cast<C>(mom) * buf : buf;
+          d = nesterov ? round(std::fma(cmom, buf, d)) : buf;
         }
-        pp[i] = FromCompute<T>(ToCompute(pp[i]) - static_cast<C>(lr) * d);
+        pp[i] = FromCompute<T>(std::fma(clr, d, ToCompute(pp[i])));
       }
     });
   });
@@ -268,9 +278,59 @@ void AdamWStepForeachInPlace(std::span<const Tensor> params, std::span<const Ten
   staged.WriteBack();
 }
 
+namespace {
+
+DType Wider(DType a, DType b) {
+  if (a == b) return a;
+  return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+}
+
+// dst += alpha · src as torch's in-place add_ of another dtype: computed in the wider dtype, rounded once to dst's.
+void AddWidened(const Tensor& dst, const Tensor& src, double alpha) {
+  const DType w = Wider(dst.dtype(), src.dtype());
+  if (w == dst.dtype()) return AddInPlace(dst, Cast(src, w), alpha);  // widening casts are exact
+  const Tensor wide = Cast(dst, w);
+  AddInPlace(wide, src, alpha);
+  CopyInPlace(dst, wide);
+}
+
+// torch's single-tensor SGD step (its CPU default) for a parameter whose gradient or momentum buffer has another
+// floating dtype: a model cast with .double() after its first step keeps its float32 momentum buffers, and torch
+// steps it (buf.mul_(m).add_(d, alpha=1-dampening), param.add_(d, alpha=-lr), each add in the wider dtype rounded
+// to its destination's). The fused kernel reads every operand as the parameter's dtype, so these take separate
+// passes: d = grad + wd·param (the wider of the two dtypes), then the buffer, then the parameter.
+void SgdStepMixedDTypes(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr, double momentum,
+                        double dampening, double weight_decay, bool nesterov, bool initialize_buffer) {
+  Tensor d = Clone(Cast(grad, Wider(grad.dtype(), param.dtype())));
+  if (weight_decay != 0) AddWidened(d, param, weight_decay);
+  if (buf.defined() && momentum != 0) {
+    if (initialize_buffer) {
+      CopyInPlace(buf, d);
+    } else {
+      MulScalarInPlace(buf, momentum);
+      AddWidened(buf, d, 1 - dampening);
+    }
+    if (nesterov) {
+      d = Cast(d, Wider(d.dtype(), buf.dtype()));
+      AddWidened(d, buf, momentum);
+    } else {
+      d = buf;
+    }
+  }
+  AddWidened(param, d, -lr);
+}
+
+}  // namespace
+
 void SgdStepInPlace(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, double lr,
                     double momentum, double dampening, double weight_decay, bool nesterov,
                     bool initialize_buffer) {
+  if (IsFloating(param.dtype()) && IsFloating(grad.dtype()) &&
+      (grad.dtype() != param.dtype() || (momentum_buffer.defined() && IsFloating(momentum_buffer.dtype()) &&
+                                         momentum_buffer.dtype() != param.dtype()))) {
+    return SgdStepMixedDTypes(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
+                              initialize_buffer);
+  }
   const Tensor group[] = {param, grad, momentum_buffer};
   const Staged staged(group);
   autograd::CallOp(kSgd, staged.work(),

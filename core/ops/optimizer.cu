@@ -29,7 +29,7 @@ template <typename T>
 __global__ void SgdKernel(T* p, const T* g, T* buf, int64_t n, SgdScalars s) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     float pi = Load(p, i), bi = buf != nullptr ? Load(buf, i) : 0.0f;
-    SgdUpdate(s, Load(g, i), pi, buf != nullptr ? &bi : nullptr);
+    SgdUpdate<T>(s, Load(g, i), pi, buf != nullptr ? &bi : nullptr);
     if (buf != nullptr && s.momentum != 0) Store(buf, i, bi);
     Store(p, i, pi);
   }

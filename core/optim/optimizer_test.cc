@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/autograd/call.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/ops/matmul.h"
@@ -12,6 +13,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/base/testing/expect_error.h"
+#include "core/dispatch/op.h"
 #include "core/nn/layers.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/optimizer.h"
@@ -227,7 +229,7 @@ TEST(OptimizerTest, ClipGradNormOfHalfGradientsAndNaNFollowTorch) {
 // .grad carries the parameter's dtype: assigning another is an error (torch's), a backward seed or an
 // incoming gradient of another dtype is cast, and SGD checks the dtypes it reads (a float64 .grad stepped a
 // float32 parameter with garbage, a float16 one read past its end).
-TEST(OptimizerTest, GradientsOfAnotherDtypeAreCastOrRejectedNeverMisread) {
+TEST(OptimizerTest, GradientsOfAnotherDtypeAreCastOrSteppedAsTorchNeverMisread) {
   Tensor p = Zeros({4}).set_requires_grad(true);
   ::tessel::testing::ExpectErrorContains([&] { p.set_grad(Full({4}, 0.5, DType::kFloat64)); },
                                          ErrorCode::kInvalidArgument,
@@ -238,8 +240,26 @@ TEST(OptimizerTest, GradientsOfAnotherDtypeAreCastOrRejectedNeverMisread) {
   sgd.Step();
   EXPECT_EQ(p.ToDoubleVector(), std::vector<double>(4, -2.0));
   NoGradGuard no_grad;
+  // torch's param.add_(grad, alpha=-lr) with a float64 grad: computed in float64, rounded once to float32 (the
+  // fused kernel read every operand as the parameter's dtype: it refuses, SgdStepInPlace steps it as torch).
+  SgdStepInPlace(p, Full({4}, 1.0 / 3.0, DType::kFloat64), Tensor(), 1.0, 0.0, 0.0, 0.0, false, true);
+  EXPECT_EQ(p.ToDoubleVector(), std::vector<double>(4, static_cast<float>(-2.0 - 1.0 / 3.0)));
+  // A float64 parameter whose momentum buffer stayed float32 (a model cast with .double() after a step):
+  // buf = f32(f32(buf · 0.9) + 0.8 · g) with the add in float64; p -= 0.5 · buf in float64.
+  Tensor q = Full({3}, 1.0, DType::kFloat64);
+  Tensor buf = Full({3}, 0.7, DType::kFloat32);
+  SgdStepInPlace(q, Full({3}, 0.1, DType::kFloat64), buf, 0.5, 0.9, 0.2, 0.0, false, false);
+  const double scaled = static_cast<float>(static_cast<float>(0.7) * static_cast<float>(0.9));
+  const double want_buf = static_cast<float>(std::fma(0.8, 0.1, scaled));
+  EXPECT_EQ(buf.ToDoubleVector(), std::vector<double>(3, want_buf));
+  EXPECT_EQ(q.ToDoubleVector(), std::vector<double>(3, std::fma(-0.5, want_buf, 1.0)));
+  // The kernel itself still refuses operands it would misread.
   ::tessel::testing::ExpectErrorContains(
-      [&] { SgdStepInPlace(p, Full({4}, 1.0, DType::kFloat64), Tensor(), 1.0, 0.0, 0.0, 0.0, false, true); },
+      [&] {
+        autograd::CallOp(*FindOp("sgd_step_"), {p, Full({4}, 1.0, DType::kFloat64), Tensor()},
+                         Attrs().Set("lr", 1.0).Set("momentum", 0.0).Set("dampening", 0.0).Set("weight_decay", 0.0)
+                             .Set("nesterov", false).Set("first_step", true));
+      },
       ErrorCode::kInvalidArgument, "sgd_step_: gradient dtype float64 differs from the parameter's float32");
 }
 

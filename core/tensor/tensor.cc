@@ -157,14 +157,14 @@ Tensor MakeView(const Tensor& t, Shape sizes, Shape strides, int64_t storage_off
   return MakeDense(t.impl()->storage(), std::move(sizes), std::move(strides), storage_offset, t.dtype());
 }
 
-Tensor Detach(const Tensor& t) { return Tensor(t.impl()->ShallowCopyDetached()); }
+Tensor Detach(const Tensor& t) { return Tensor(t.checked_impl()->ShallowCopyDetached()); }
 
 std::shared_ptr<TensorImpl> TensorImpl::ShallowCopyWithNewVersion() const {
   return std::make_shared<TensorImpl>(storage_.defined() ? storage_.WithNewVersionCounter() : storage_, sizes_,
                                       strides_, storage_offset_, dtype_);
 }
 
-Tensor VariableData(const Tensor& t) { return Tensor(t.impl()->ShallowCopyWithNewVersion()); }
+Tensor VariableData(const Tensor& t) { return Tensor(t.checked_impl()->ShallowCopyWithNewVersion()); }
 
 void ResetVersionIfUnshared(const Tensor& t) {
   if (!t.defined() || t.is_distributed() || t.impl_ptr().use_count() != 1) return;
@@ -180,6 +180,8 @@ const TensorImpl& Impl(const std::shared_ptr<TensorImpl>& p) {
   return *p;
 }
 }  // namespace
+
+TensorImpl* Tensor::checked_impl() const { return const_cast<TensorImpl*>(&Impl(impl_)); }
 
 const Shape& Tensor::sizes() const { return Impl(impl_).sizes(); }
 const Shape& Tensor::strides() const { return Impl(impl_).strides(); }

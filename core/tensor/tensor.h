@@ -40,6 +40,10 @@ class Tensor {
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
+  // impl(), or the "use of an undefined Tensor" error (kFailedPrecondition) where there is none: for callers
+  // that may hold an undefined handle (a Python Tensor whose __init__ has not run: tensor_py.cc, [Note: bare
+  // Tensor.__new__]).
+  TensorImpl* checked_impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 

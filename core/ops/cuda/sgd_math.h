@@ -2,16 +2,19 @@
 // shared by the CUDA kernel (core/ops/optimizer.cu) and a host test that holds it against the CPU kernel
 // of "sgd_step_" (core/ops/optimizer.cc).
 //
-// Invariant: the CPU kernel's formula and operation order in float32:
-//   d = g + wd*p;  with a buffer and momentum != 0: b = first ? d : mom*b + (1-damp)*d, stored;
-//   d = nesterov ? d + mom*b : b;  p = p - lr*d
-// where the stored buffer is rounded to the parameter dtype but d uses the unrounded b, as on the CPU.
+// Invariant: the CPU kernel's formula, torch's single-tensor SGD one op at a time, each result rounded to the
+// stored dtype T (float, or bfloat16 held as uint16_t) and each add with alpha one fused multiply-add:
+//   d = wd != 0 ? fma(wd, p, g) : g;  with a buffer and momentum != 0: b = first ? d : fma(1-damp, d, mom*b),
+//   stored;  d = nesterov ? fma(mom, b, d) : b;  p = fma(-lr, d, p).
 //
 // Example:
 //   const SgdScalars s = SgdScalars::Make(lr, momentum, dampening, wd, nesterov, first);
-//   SgdUpdate(s, g, p, has_buffer ? &b : nullptr);
+//   SgdUpdate<float>(s, g, p, has_buffer ? &b : nullptr);  // SgdUpdate<uint16_t>: bfloat16 storage
 #pragma once
 
+#include <cmath>
+
+#include "core/ops/cuda/bf16.h"
 #include "core/ops/cuda/host_device.h"
 
 namespace tessel::cuda {
@@ -26,14 +29,25 @@ struct SgdScalars {
   }
 };
 
-TESSEL_HOST_DEVICE inline void SgdUpdate(const SgdScalars& s, float g, float& p, float* buf) {
-  float d = g + s.weight_decay * p;
-  if (buf != nullptr && s.momentum != 0) {
-    const float b = s.first ? d : s.momentum * *buf + s.one_minus_dampening * d;
-    *buf = b;
-    d = s.nesterov ? d + s.momentum * b : b;
+// v rounded to the stored dtype T and widened back.
+template <typename T>
+TESSEL_HOST_DEVICE inline float RoundedTo(float v) {
+  if constexpr (sizeof(T) == 2) {
+    return Bf16ToFloat(FloatToBf16(v));
+  } else {
+    return v;
   }
-  p = p - s.lr * d;
+}
+
+template <typename T>
+TESSEL_HOST_DEVICE inline void SgdUpdate(const SgdScalars& s, float g, float& p, float* buf) {
+  float d = s.weight_decay != 0 ? RoundedTo<T>(fmaf(s.weight_decay, p, g)) : g;
+  if (buf != nullptr && s.momentum != 0) {
+    const float b = s.first ? d : RoundedTo<T>(fmaf(s.one_minus_dampening, d, RoundedTo<T>(s.momentum * *buf)));
+    *buf = b;
+    d = s.nesterov ? RoundedTo<T>(fmaf(s.momentum, b, d)) : b;
+  }
+  p = RoundedTo<T>(fmaf(-s.lr, d, p));
 }
 
 }  // namespace tessel::cuda

@@ -44,7 +44,11 @@ TEST(SgdMathTest, ThreeStepsMatchTheCpuKernelBitwise) {
         const std::vector<double> gs = g.ToDoubleVector();
         for (size_t i = 0; i < hp.size(); ++i) {
           float b = hb[i];
-          SgdUpdate(s, static_cast<float>(gs[i]), hp[i], c.momentum != 0 ? &b : nullptr);
+          if (dtype == DType::kFloat32) {
+            SgdUpdate<float>(s, static_cast<float>(gs[i]), hp[i], c.momentum != 0 ? &b : nullptr);
+          } else {
+            SgdUpdate<uint16_t>(s, static_cast<float>(gs[i]), hp[i], c.momentum != 0 ? &b : nullptr);
+          }
           hp[i] = Round(hp[i], dtype);
           hb[i] = Round(b, dtype);
         }
