@@ -57,7 +57,6 @@ from ._C import (  # noqa: F401
     from_local,
     fully_shard,
     get_num_threads,
-    init_device_mesh,
     is_grad_enabled,
     manual_seed,
     memory_report,
@@ -192,6 +191,13 @@ cpu.amp.autocast = amp._cpu_amp_autocast
 cpu.amp.GradScaler = amp.GradScaler
 cpu.is_available = lambda: True
 from .distributed import run_ranks  # noqa: F401
+
+
+def init_device_mesh(world, shape, axis_names):
+    """A mesh over `world` (a run_ranks rank's handle or a ProcessGroup) of `shape`, its dims named `axis_names`;
+    kept in this rank's table of meshes, so DTensors over it pickle and load back (tessel.save / tessel.load)."""
+    from .distributed.device_mesh import _register
+    return _register(_C.init_device_mesh(world, shape, axis_names))
 
 AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is torch's
 

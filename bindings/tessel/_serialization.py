@@ -13,8 +13,9 @@ builds them, as torch's). Both directions write each storage once (a view saved 
 offset into the base's bytes) and name torch's classes (torch.float32, torch.device, torch.Size), so
 torch.load reads tessel's files with weights_only=True.
 
-DTensors are refused: each rank holds a shard, and a file of one rank's shard is not the model. A sharded
-checkpoint that reloads at another world size is tessel.distributed.checkpoint's (DCP's).
+A DTensor pickles as torch's does, as this rank's piece with its mesh and placements, and loads back on the rank
+that saved it (tessel/distributed/tensor/_pickle.py): a per-rank `tessel.save(model.state_dict(), ...)` of a sharded
+model. A sharded checkpoint that reloads at another world size or layout is tessel.distributed.checkpoint's (DCP's).
 
     tessel.save({"model": model.state_dict(), "optim": opt.state_dict()}, "ckpt.pt")
     ck = tessel.load("ckpt.pt"); model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
@@ -45,9 +46,8 @@ def _rebuild(array, dtype_name, requires_grad):
 
 def _reduce(self):
     if self.is_distributed:
-        raise TypeError("pickling a DTensor (placements %s): a file of one rank's shard is not the tensor; save "
-                        "sharded state with tessel.distributed.checkpoint.save (DCP), or full_tensor() first"
-                        % (self.placements,))
+        from .distributed.tensor import _pickle
+        return _pickle._reduce(self)
     name = str(self.dtype).rsplit(".", 1)[-1]
     array = (self.float() if name == _BF16 else self).detach().numpy()
     return _rebuild, (array, name, bool(self.requires_grad and self.is_leaf))
@@ -58,7 +58,7 @@ _C.Tensor.__reduce__ = _reduce
 
 def _deepcopy(self, memo):
     """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf's values cloned (a DTensor keeps its mesh and
-    placements: each rank clones its own piece; it went through pickling, which a DTensor refuses), with its
+    placements: each rank clones its own piece, with no trip through pickling), with its
     requires_grad and a deep copy of its .grad; a tensor with autograd history raises torch's error."""
     if id(self) in memo:
         return memo[id(self)]
@@ -95,7 +95,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
             dump(obj, buf)
             f.write(buf.getvalue())
         return
-    # Written beside the target and moved over it once complete: an object that fails to pickle (a DTensor) or a
+    # Written beside the target and moved over it once complete: an object that fails to pickle (a lambda) or a
     # crash mid-write leaves the previous file as it was, never a truncated one that the next load fails on.
     path = os.fspath(f)
     tmp = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
@@ -231,7 +231,22 @@ _SAFE = {
     ("_codecs", "encode"): codecs.encode,  # how protocol-2 pickles write bytes (torch's weights_only allows it)
     ("_io", "BytesIO"): io.BytesIO,  # torch's DCP saves an io.BytesIO value so (harmless: a buffer)
     ("io", "BytesIO"): io.BytesIO,
+    # DTensors (torch allows its own once torch.distributed.tensor is imported): rebuilt on the loading rank's
+    # existing mesh; placements are plain records (tensor/_pickle.py, device_mesh.py's _unpickle_mesh)
+    ("tessel.distributed.tensor._pickle", "_rebuild_dtensor"): lambda *a: _dtensor_part("_rebuild_dtensor")(*a),
+    ("tessel.distributed.device_mesh", "_unpickle_mesh"): lambda *a: _dtensor_part("_unpickle_mesh")(*a),
+    ("tessel._C", "Shard"): _C.Shard, ("tessel._C", "Replicate"): _C.Replicate, ("tessel._C", "Partial"): _C.Partial,
+    ("tessel._C", "_StridedShard"): _C._StridedShard,
 }
+
+
+def _dtensor_part(name):
+    if name == "_unpickle_mesh":
+        from .distributed.device_mesh import _unpickle_mesh
+        return _unpickle_mesh
+    from .distributed.tensor._pickle import _rebuild_dtensor
+    return _rebuild_dtensor
+
 # tessel.save's files from before it wrote torch's format (plain pickles, tensors as numpy arrays): only there
 _OLD_TESSEL = {
     ("tessel._serialization", "_rebuild"): _rebuild,

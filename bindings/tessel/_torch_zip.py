@@ -102,14 +102,14 @@ class Pickler(pickle._Pickler):
         if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks)
             return (TorchGlobal("torch._utils", "_rebuild_parameter"),
                     (obj.detach(), bool(obj.requires_grad), collections.OrderedDict()))
+        if obj.is_distributed:  # this rank's piece, its mesh and placements (distributed/tensor/_pickle.py)
+            from .distributed.tensor import _pickle
+            return _pickle._reduce(obj)
         return self._tensor(obj, obj.requires_grad)
 
     def _tensor(self, obj, requires_grad, complex_of=None):
         """torch's _rebuild_tensor_v2 over the storage under obj, written once however many tensors view it
         (torch keeps views and tied weights sharing their bytes). A complex tensor is its [..., 2] real view."""
-        if obj.is_distributed:
-            from ._serialization import _reduce
-            _reduce(obj)  # raises, naming DCP
         name = complex_of or str(obj.dtype).rsplit(".", 1)[-1]
         if name not in _STORAGES:
             raise TypeError("torch.save format: no torch storage for dtype %s" % obj.dtype)

@@ -1,6 +1,8 @@
 """Lines of training scripts that raised here and run in torch 2.15 on a machine without a GPU (expected values are
 torch's printed results for the same lines): torch.autograd.profiler.record_function annotations, CUDA memory
 counters logged from a CPU run, legacy Tensor.type casts, and clip_grad_norm_ with max_norm 0 (or negative)."""
+import pickle
+
 import pytest
 
 import tessel
@@ -116,17 +118,8 @@ def test_a_collective_from_a_rank_outside_the_group_is_a_runtime_error_as_torch(
 
 def test_a_save_that_fails_to_pickle_leaves_the_previous_file(tmp_path):
     import os
-    import tessel.distributed as dist
-    from tessel.distributed.tensor import Shard, distribute_tensor
     path = tmp_path / "rank.pt"
     tessel.save({"w": tessel.ones(2)}, path)
-
-    def rank_fn(world):
-        dist.init_process_group()
-        mesh = tessel.distributed.device_mesh.init_device_mesh("cpu", (2,))
-        d = distribute_tensor(tessel.zeros(4), mesh, [Shard(0)])
-        if world.rank == 0:  # one rank's shard is not the tensor: refused, before the file is touched
-            with pytest.raises(TypeError, match="pickling a DTensor"):
-                tessel.save({"w": d}, path)
-    tessel.run_ranks(2, rank_fn)
+    with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):  # a lambda: refused before the move
+        tessel.save({"w": tessel.zeros(2), "fn": lambda: 0}, path)
     assert tessel.load(path)["w"].tolist() == [1.0, 1.0] and os.listdir(tmp_path) == ["rank.pt"]

@@ -97,10 +97,10 @@ def _unpickle_mesh(layout, mesh_dim_names):
                 continue
             if repr(sub) == layout:
                 return sub
-    from . import get_rank
-    raise RuntimeError("DeviceMesh: cannot unpickle %s on rank %d: no mesh this rank created in its process group "
+    from . import get_rank, is_initialized
+    raise RuntimeError("DeviceMesh: cannot unpickle %s on %s: no mesh this rank created in its process group "
                        "holds it (create the mesh on this rank first; tessel does not create groups while "
-                       "unpickling)" % (layout, get_rank()))
+                       "unpickling)" % (layout, "rank %d" % get_rank() if is_initialized() else "this rank"))
 
 
 DeviceMesh.__reduce__ = _reduce
