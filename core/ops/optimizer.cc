@@ -190,9 +190,12 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
     T* pp = static_cast<T*>(p.raw_data());
     const T* pg = static_cast<const T*>(g.raw_data());
     T* pb = has_buf ? static_cast<T*>(in[2].raw_data()) : nullptr;
-    const C cwd = static_cast<C>(wd), cmom = static_cast<C>(mom), cdamp = static_cast<C>(1 - damp);
-    const C clr = static_cast<C>(-lr);
     const auto round = [](C v) { return ToCompute(FromCompute<T>(v)); };  // to T and back, as a stored result
+    // torch's vector kernels take an add's alpha in a 16-bit tensor's own dtype first, then the compute type; a
+    // multiplier (buf.mul_(momentum)) in the compute type directly
+    const auto alpha = [&](double v) { return sizeof(T) == 2 ? round(static_cast<C>(v)) : static_cast<C>(v); };
+    const C cwd = alpha(wd), cmom = alpha(mom), cdamp = alpha(1 - damp), clr = alpha(-lr);
+    const C cmul = static_cast<C>(mom);
     // torch's single-tensor SGD (its CPU default) one op at a time, each result rounded to T: d =
     // grad.add(param, alpha=wd) (wd != 0 only); buf = d on the first step, else buf.mul_(momentum).add_(d,
     // alpha=1-dampening); d = d.add(buf, alpha=momentum) with nesterov, else buf; param.add_(d, alpha=-lr). Each
@@ -202,7 +205,7 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
         C d = ToCompute(pg[i]);
         if (wd != 0) d = round(std::fma(cwd, ToCompute(pp[i]), d));
         if (pb != nullptr && mom != 0) {
-          const C buf = first ? d : round(std::fma(cdamp, d, round(cmom * ToCompute(pb[i]))));
+          const C buf = first ? d : round(std::fma(cdamp, d, round(cmul * ToCompute(pb[i]))));
           pb[i] = FromCompute<T>(buf);
           d = nesterov ? round(std::fma(cmom, buf, d)) : buf;
         }

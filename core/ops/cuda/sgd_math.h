@@ -3,7 +3,8 @@
 // of "sgd_step_" (core/ops/optimizer.cc).
 //
 // Invariant: the CPU kernel's formula, torch's single-tensor SGD one op at a time, each result rounded to the
-// stored dtype T (float, or bfloat16 held as uint16_t) and each add with alpha one fused multiply-add:
+// stored dtype T (float, or bfloat16 held as uint16_t), each add with alpha one fused multiply-add, and each
+// alpha (wd, 1-damp, the nesterov momentum, -lr; not buf.mul_'s momentum) rounded to T first:
 //   d = wd != 0 ? fma(wd, p, g) : g;  with a buffer and momentum != 0: b = first ? d : fma(1-damp, d, mom*b),
 //   stored;  d = nesterov ? fma(mom, b, d) : b;  p = fma(-lr, d, p).
 //
@@ -41,13 +42,16 @@ TESSEL_HOST_DEVICE inline float RoundedTo(float v) {
 
 template <typename T>
 TESSEL_HOST_DEVICE inline void SgdUpdate(const SgdScalars& s, float g, float& p, float* buf) {
-  float d = s.weight_decay != 0 ? RoundedTo<T>(fmaf(s.weight_decay, p, g)) : g;
+  // an add's alpha in the stored dtype first (torch's vector kernels), the multiplier of buf.mul_ as it is
+  const float wd = RoundedTo<T>(s.weight_decay), mom = RoundedTo<T>(s.momentum);
+  const float damp = RoundedTo<T>(s.one_minus_dampening), lr = RoundedTo<T>(s.lr);
+  float d = s.weight_decay != 0 ? RoundedTo<T>(fmaf(wd, p, g)) : g;
   if (buf != nullptr && s.momentum != 0) {
-    const float b = s.first ? d : RoundedTo<T>(fmaf(s.one_minus_dampening, d, RoundedTo<T>(s.momentum * *buf)));
+    const float b = s.first ? d : RoundedTo<T>(fmaf(damp, d, RoundedTo<T>(s.momentum * *buf)));
     *buf = b;
-    d = s.nesterov ? RoundedTo<T>(fmaf(s.momentum, b, d)) : b;
+    d = s.nesterov ? RoundedTo<T>(fmaf(mom, b, d)) : b;
   }
-  p = RoundedTo<T>(fmaf(-s.lr, d, p));
+  p = RoundedTo<T>(fmaf(-lr, d, p));
 }
 
 }  // namespace tessel::cuda
