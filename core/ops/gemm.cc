@@ -57,6 +57,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -65,6 +66,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/ops/gemm_dnnl.h"
+#include "core/ops/vector_isa.h"
 
 // The CBLAS functions we call (OpenBLAS's cblas.h declares them with enum parameters, passed as int).
 // Declared here rather than included so the BLAS headers never become inputs of other compile actions
@@ -77,6 +79,9 @@ void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, doubl
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 char* openblas_get_corename(void);
+// A DYNAMIC_ARCH OpenBLAS's kernel selection (weak: a build without it leaves them null, and its kernels alone)
+__attribute__((weak)) void gotoblas_dynamic_init(void);
+__attribute__((weak)) void gotoblas_dynamic_quit(void);
 }
 
 namespace tessel {
@@ -135,6 +140,33 @@ const char* At(const BlasOperand& op, int64_t row, int64_t col, int64_t esz) {
 }
 
 // Sets OpenBLAS's pool to one thread, once per process, before the first GEMM.
+// NOTE: OpenBLAS's kernels. A DYNAMIC_ARCH OpenBLAS picks its kernels by CPU family and model when it loads,
+// and a model newer than its table falls back to its Prescott (SSE3) kernels: Debian 12's 0.3.21 does so on the
+// Emerald Rapids Xeon (family 6 model 207), where float64 GEMMs then ran at 12.8 GFLOP/s on one thread against
+// MKL's 47.7 and numpy-from-PyPI's 57.8. So where it fell back so, and OPENBLAS_CORETYPE (the user's choice)
+// is unset, the kernels are chosen again by what the CPU can run: SkylakeX with AVX-512 (F, VL, DQ, BW; the
+// OS saving its registers), Haswell with AVX2 and FMA. Through OpenBLAS's own entry points (quit, then init
+// with OPENBLAS_CORETYPE named for the call), at load time: after libopenblas chose, before any BLAS call.
+const char* OpenBlasCoreFor(const char* detected) {
+  if (detected == nullptr || std::strcmp(detected, "Prescott") != 0 || std::getenv("OPENBLAS_CORETYPE") != nullptr) {
+    return nullptr;
+  }
+  if (CpuHasAvx512()) return "SkylakeX";
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : nullptr;
+}
+
+const bool kOpenBlasCoreChosen = [] {
+  if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) return false;
+  const char* core = OpenBlasCoreFor(openblas_get_corename());
+  if (core == nullptr) return false;
+  setenv("OPENBLAS_CORETYPE", core, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  return true;
+}();
+
 void SingleThreadedBlas() {
   static const bool kOnce = [] {
     openblas_set_num_threads(1);

@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/base/parallel.h"
+#include "core/ops/vector_isa.h"
 
 namespace tessel {
 namespace {
@@ -206,6 +208,19 @@ TEST(GemmTest, BackendNamesOneDnnForFloat32AndOpenBlasForFloat64) {
   EXPECT_NE(backend.find(", 1 thread per call); float64: OpenBLAS ("), std::string::npos) << backend;
   EXPECT_EQ(backend.find("unknown"), std::string::npos) << backend;
   EXPECT_NE(backend.find(", 1 BLAS thread per call)"), std::string::npos) << backend;
+}
+
+// OpenBLAS falls back to its SSE3 (Prescott) kernels on a CPU model newer than its table; gemm.cc chooses again
+// by the CPU's features ([NOTE: OpenBLAS's kernels]), so a CPU with AVX2 and FMA never runs float64 GEMMs there.
+TEST(GemmTest, Float64KernelsMatchTheCpusVectorWidth) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) GTEST_SKIP() << "the kernels are the user's choice";
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 with FMA";
+  const std::string backend = GemmBackend();
+  EXPECT_EQ(backend.find("Prescott"), std::string::npos) << backend;
+  if (CpuHasAvx512() && backend.find("(Zen") == std::string::npos) {
+    EXPECT_NE(backend.find("float64: OpenBLAS (SkylakeX kernels"), std::string::npos) << backend;
+  }
 }
 
 // Holds float32 GEMMs on OpenBLAS while alive.
