@@ -138,6 +138,17 @@ PyObject* PyListAt(const Tensor& t, int64_t d, const char* p, int64_t item) {
   return list;
 }
 
+// A Python callable that takes a registered hook out, once (Tensor.register_hook's handle: tessel/_compat.py).
+py::object HookRemoverObject(HookRemover remove) {
+  auto held = std::make_shared<HookRemover>(std::move(remove));
+  return py::cpp_function([held] {
+    if (!*held) return;
+    const HookRemover once = std::move(*held);
+    *held = nullptr;
+    once();  // (with the GIL: dropping a Python hook's callable needs it)
+  });
+}
+
 // A plain CPU tensor whose values can be read in place (not a DTensor; bytes not freed by fully_shard, not built
 // under deferred init): item() and tolist() read it directly, without a copy or a GIL release.
 bool ReadableInPlace(const Tensor& t) {
@@ -579,20 +590,20 @@ void BindTensor(py::module_& m) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.requires_grad(),
                           "cannot register a hook on a tensor that doesn't require gradient");
         auto f = ShareCallable(std::move(fn));  // dropped with the GIL (a recompute frees its tensors without it)
-        RegisterHook(t, [f](const Tensor& g) -> Tensor {
+        return HookRemoverObject(RegisterHook(t, [f](const Tensor& g) -> Tensor {
           py::gil_scoped_acquire gil;
           py::object r = (*f)(g);
           return r.is_none() ? Tensor() : r.cast<Tensor>();
-        });
+        }));
       })
       // torch's Tensor.register_post_accumulate_grad_hook(fn): fn(tensor) after a backward updated the leaf's
       // .grad (optimizer-in-backward); Python wraps it (tessel/_compat.py).
       .def("_register_post_accumulate_grad_hook", [](const Tensor& t, py::object fn) {
         auto f = ShareCallable(std::move(fn));  // dropped with the GIL (a recompute frees its tensors without it)
-        RegisterPostAccumulateGradHook(t, [f](const Tensor& leaf) {
+        return HookRemoverObject(RegisterPostAccumulateGradHook(t, [f](const Tensor& leaf) {
           py::gil_scoped_acquire gil;
           (*f)(leaf);
-        });
+        }));
       })
       .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
       // torch's retains_grad: True for a non-leaf after retain_grad() (a leaf's .grad is kept anyway: False)

@@ -222,8 +222,10 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     const Tensor& param = t.params[i]->sharded_param();
     const AutogradMeta* meta = param.impl()->autograd_meta();
     if (meta == nullptr || meta->post_accumulate_grad_hooks.empty() || !param.grad().defined()) continue;
-    const std::vector<PostAccumulateGradHook> hooks = meta->post_accumulate_grad_hooks;  // a hook may add one
-    for (const PostAccumulateGradHook& hook : hooks) hook(param);
+    meta->post_accumulate_grad_hooks.ForEach([&](const PostAccumulateGradHook& hook) {  // (a hook may add one)
+      hook(param);
+      return true;
+    });
   }
 }
 

@@ -428,13 +428,16 @@ for _name, _method in (("__ifloordiv__", "floor_divide_"), ("__imod__", "remaind
                        ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_")):
     setattr(Tensor, _name, _augmented(_name, _method))
 class _HookHandle:
-    """register_hook's handle: remove() turns the hook into a pass-through (the C++ list keeps its slot)."""
+    """register_hook's handle: remove() takes the hook out of its tensor's (or node's) C++ list, freeing it."""
 
-    def __init__(self, holder):
-        self._holder = holder
+    def __init__(self, holder, remover):
+        self._holder, self._remover = holder, remover
 
     def remove(self):
         self._holder[0] = None
+        remover, self._remover = self._remover, None
+        if remover is not None:
+            remover()
 
 
 def _register_hook(self, hook):
@@ -445,8 +448,7 @@ def _register_hook(self, hook):
         fn = holder[0]
         return None if fn is None else fn(grad)
 
-    self._register_hook(call)
-    return _HookHandle(holder)
+    return _HookHandle(holder, self._register_hook(call))
 
 
 Tensor.register_hook = _register_hook
@@ -475,8 +477,7 @@ def _register_post_accumulate_grad_hook(self, hook):
             target = ref() if ref is not None else None
             fn(target if target is not None else leaf)
 
-    self._register_post_accumulate_grad_hook(call)
-    return _HookHandle(holder)
+    return _HookHandle(holder, self._register_post_accumulate_grad_hook(call))
 
 
 Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook

@@ -288,39 +288,44 @@ class Function(metaclass=_FunctionMeta):
         differentiable = [id(t) not in ctx._non_differentiable for t in tensors]
         name = ctx._name = cls._backward_name
         metas = [(tuple(t.shape), t.dtype) for t in tensors]
+        # What backward needs of the call, and nothing that holds its outputs: the closure lives in the graph node
+        # the outputs point at (a C++ reference the cycle collector cannot see), so a closure over `outs` or
+        # `args` (a dirty input becomes an output) kept every output, its storage and the ctx alive for good.
+        n_outs, n_args = len(outs), len(args)
+        arg_metas = {i: (tuple(args[i].shape), args[i].requires_grad) for i in arg_slots}
 
         def backward(grads):
             # one gradient per output, as torch: None for a non-tensor output, zeros for a tensor output nobody
             # used (or marked non-differentiable) unless set_materialize_grads(False)
-            full = [None] * len(outs)
+            full = [None] * n_outs
             for slot, g, (shape, dtype) in zip(slots, grads, metas):
                 full[slot] = g if g is not None or not ctx._materialize_grads else _C._full(list(shape), 0.0, dtype)
             result = cls.backward(ctx, *full)
             if not isinstance(result, tuple):
                 result = (result,)
-            if len(result) > len(args) and all(r is None for r in result[len(args):]):
-                result = result[:len(args)]  # torch accepts extra trailing None gradients
-            if len(result) != len(args):
+            if len(result) > n_args and all(r is None for r in result[n_args:]):
+                result = result[:n_args]  # torch accepts extra trailing None gradients
+            if len(result) != n_args:
                 raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
-                                   % (name, len(args), len(result)))
+                                   % (name, n_args, len(result)))
             picked = []
             for i in arg_slots:
                 g = result[i]
+                want, wants_grad = arg_metas[i]
                 if g is not None:
                     if not isinstance(g, _C.Tensor):
                         raise TypeError("function %s returned a gradient of type %s for input %d (expected a "
                                         "Tensor or None)" % (name, type(g).__name__, i))
-                    want = tuple(args[i].shape)
                     if tuple(g.shape) != want:
                         if not _expandable(want, tuple(g.shape)):
                             raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
                                                "expected shape compatible with %s"
                                                % (name, i, list(g.shape), list(want)))
                         g = g.sum_to_size(*want)  # torch's: a gradient the input broadcasts to is summed down
-                picked.append(g if args[i].requires_grad else None)
+                picked.append(g if wants_grad else None)
             return picked
 
-        dirty = ctx._dirty
+        dirty, ctx._dirty = ctx._dirty, ()  # (the ctx lives in the node: holding the outputs, it would keep them)
         for d in dirty:
             if not any(d is a for a in args):
                 raise RuntimeError("%s: mark_dirty was given a tensor that is not an input of the function" % name)

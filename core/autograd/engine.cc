@@ -196,10 +196,11 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
               if (targets[i].node.get() != n) continue;
               Tensor g = in.size() > targets[i].input_nr ? in[targets[i].input_nr] : Tensor();
               if (leaf && g.defined()) {  // the leaf's own hooks, which AccumulateGrad would have run
-                for (const TensorHook& hook : inputs[i].impl()->EnsureAutogradMeta().hooks) {
+                inputs[i].impl()->EnsureAutogradMeta().hooks.ForEach([&](const TensorHook& hook) {
                   Tensor replaced = hook(g);
                   if (replaced.defined()) g = std::move(replaced);
-                }
+                  return true;
+                });
               }
               result[i] = std::move(g);
             }
@@ -213,23 +214,36 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   return result;
 }
 
-void RegisterHook(const Tensor& t, TensorHook hook) {
+HookRemover RegisterHook(const Tensor& t, TensorHook hook) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.requires_grad(),
                     "register_hook: cannot register a hook on a tensor that does not require grad");
   AutogradMeta& meta = t.impl()->EnsureAutogradMeta();
-  if (meta.grad_fn) {
+  if (meta.grad_fn) {  // on the node's output: the hook stays with this version of the tensor, as torch's
     auto& hooks = meta.grad_fn->output_hooks;
-    if (hooks.size() <= static_cast<size_t>(meta.output_nr)) hooks.resize(meta.output_nr + 1);
-    hooks[meta.output_nr].push_back(std::move(hook));
-  } else {
-    meta.hooks.push_back(std::move(hook));
+    const size_t nr = static_cast<size_t>(meta.output_nr);
+    if (hooks.size() <= nr) hooks.resize(nr + 1);
+    const uint64_t id = hooks[nr].Add(std::move(hook));
+    return [node = std::weak_ptr<autograd::Node>(meta.grad_fn), nr, id] {
+      if (const std::shared_ptr<autograd::Node> n = node.lock(); n != nullptr && nr < n->output_hooks.size()) {
+        n->output_hooks[nr].Remove(id);
+      }
+    };
   }
+  const uint64_t id = meta.hooks.Add(std::move(hook));
+  return [impl = std::weak_ptr<TensorImpl>(t.impl_ptr()), id] {
+    if (const std::shared_ptr<TensorImpl> p = impl.lock()) p->EnsureAutogradMeta().hooks.Remove(id);
+  };
 }
 
-void RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {
+HookRemover RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook) {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, leaf.requires_grad() && leaf.is_leaf(),
                     "register_post_accumulate_grad_hook: only leaf tensors that require grad have one");
-  leaf.impl()->EnsureAutogradMeta().post_accumulate_grad_hooks.push_back(std::move(hook));
+  const uint64_t id = leaf.impl()->EnsureAutogradMeta().post_accumulate_grad_hooks.Add(std::move(hook));
+  return [impl = std::weak_ptr<TensorImpl>(leaf.impl_ptr()), id] {
+    if (const std::shared_ptr<TensorImpl> p = impl.lock()) {
+      p->EnsureAutogradMeta().post_accumulate_grad_hooks.Remove(id);
+    }
+  };
 }
 
 void RetainGrad(const Tensor& t) {

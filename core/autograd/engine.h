@@ -52,10 +52,13 @@ void Backward(const TensorList& roots, const TensorList& grads, bool retain_grap
 TensorList Grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false, bool create_graph = false);
 
+// Takes a registered hook out again (torch's RemovableHandle.remove(): core/tensor/hook_list.h); nothing once the
+// tensor or graph node holding it is gone, or on a second call.
+using HookRemover = std::function<void()>;
 // Gradient hook on `t` (leaf or not). A returned defined tensor replaces the gradient.
-void RegisterHook(const Tensor& t, TensorHook hook);
+HookRemover RegisterHook(const Tensor& t, TensorHook hook);
 // Runs after a leaf's .grad was updated in a backward pass.
-void RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook);
+HookRemover RegisterPostAccumulateGradHook(const Tensor& leaf, PostAccumulateGradHook hook);
 // Keep the gradient of a non-leaf tensor in .grad (like torch's retain_grad()).
 void RetainGrad(const Tensor& t);
 

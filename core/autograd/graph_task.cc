@@ -56,11 +56,12 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
   const bool run_hooks = dynamic_cast<AccumulateGrad*>(n) == nullptr;
   for (size_t i = 0; i < in.size(); ++i) {
     if (run_hooks && i < n->output_hooks.size()) {
-      for (const TensorHook& hook : n->output_hooks[i]) {
-        if (!in[i].defined()) break;
+      n->output_hooks[i].ForEach([&](const TensorHook& hook) {
+        if (!in[i].defined()) return false;
         Tensor replaced = hook(in[i]);
         if (replaced.defined()) in[i] = std::move(replaced);
-      }
+        return true;
+      });
     }
     if (run_hooks && i < n->retain_hooks.size() && in[i].defined()) {
       for (const TensorHook& hook : n->retain_hooks[i]) hook(in[i]);

@@ -46,11 +46,12 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
   if (!leaf_.requires_grad()) return {};
   Tensor g = std::move(grads[0]);
   AutogradMeta& meta = leaf_.impl()->EnsureAutogradMeta();
-  for (const TensorHook& hook : meta.hooks) {
-    if (!g.defined()) break;
+  meta.hooks.ForEach([&](const TensorHook& hook) {
+    if (!g.defined()) return false;
     Tensor replaced = hook(g);
     if (replaced.defined()) g = std::move(replaced);
-  }
+    return true;
+  });
   if (g.defined() && leaf_grad_layout != nullptr && g.is_distributed() && leaf_.is_distributed()) {
     g = leaf_grad_layout(g, leaf_);
   }
@@ -95,7 +96,10 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
       Dispatch(GetOp("add_"), inputs, Attrs());
     }
   }
-  for (const PostAccumulateGradHook& hook : meta.post_accumulate_grad_hooks) hook(leaf_);
+  meta.post_accumulate_grad_hooks.ForEach([&](const PostAccumulateGradHook& hook) {
+    hook(leaf_);
+    return true;
+  });
   return {};
 }
 

@@ -63,7 +63,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> output_meta;
   // Hooks on the gradient of forward output i (non-leaf tensor hooks), run before Apply.
-  std::vector<std::vector<TensorHook>> output_hooks;
+  std::vector<HookList<TensorHook>> output_hooks;
   // RetainGrad's, per output: run after every output hook, so .grad is the gradient as the hooks left
   // it (torch runs the retain-grad hook last whatever the registration order, since 2.0).
   std::vector<std::vector<TensorHook>> retain_hooks;

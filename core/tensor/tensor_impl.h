@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/tensor/hook_list.h"
 #include "core/tensor/storage.h"
 #include "core/tensor/tensor.h"
 
@@ -36,8 +37,8 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   int output_nr = 0;                        // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the one node that accumulates into .grad
-  std::vector<TensorHook> hooks;
-  std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
+  HookList<TensorHook> hooks;
+  HookList<PostAccumulateGradHook> post_accumulate_grad_hooks;
   bool retains_grad = false;
   const autograd::Node* retained_at = nullptr;  // the grad_fn RetainGrad hooked (an in-place op moves grad_fn)
 };

@@ -218,6 +218,7 @@ class _ListedHandle(RemovableHandle):
         if self._module is not None and _has_dict(self._module):
             for hooks in _dict(self._module).get(_LISTS, {}).values():
                 hooks.pop(self._id, None)
+            _dict(self._module).get(_REGS, {}).pop(self._id, None)  # (kept, one entry per register / remove grew)
         super().remove()
 
 
