@@ -705,9 +705,16 @@ void BindTensor(py::module_& m) {
   // tessel's own Parameter wrapping call it) makes an instance whose C++ value __init__ has not built yet.
   // pybind11 allocates that value lazily when a method first reads it, as raw memory: a method called before
   // __init__ read garbage and crashed the interpreter. The value is now a default Tensor (no data: every
-  // accessor raises "use of an undefined Tensor"); a later __init__ replaces it, as before.
-  py::detail::get_type_info(typeid(Tensor))->operator_new = [](size_t n) -> void* {
-    return new (::operator new(n)) Tensor();
+  // accessor raises "use of an undefined Tensor"); a later __init__ replaces it, as before (pybind11 then drops
+  // the lazy value's 16 bytes without a word: only where a method ran before __init__).
+  py::detail::type_info* info = py::detail::get_type_info(typeid(Tensor));
+  info->operator_new = [](size_t n) -> void* { return new (::operator new(n)) Tensor(); };
+  // pybind11 frees a value whose holder __init__ never built without its destructor: run it, or a tensor stored
+  // into that value (x._rebind_(...)) would never be released.
+  static void (*const pybind_dealloc)(py::detail::value_and_holder&) = info->dealloc;
+  info->dealloc = [](py::detail::value_and_holder& v_h) {
+    if (!v_h.holder_constructed() && v_h.value_ptr() != nullptr) v_h.value_ptr<Tensor>()->~Tensor();
+    pybind_dealloc(v_h);
   };
 }
 

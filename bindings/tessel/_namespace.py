@@ -134,11 +134,12 @@ def _scaled_add(input, other, alpha):
     (fused_scaled_add). 16-bit floats as torch's vector kernel: alpha (and a number other) in the tensor's dtype,
     the sum in float32, one rounding."""
     if isinstance(input, Tensor) and isinstance(other, Tensor):
-        if input.dtype == other.dtype and input.dtype in (_dtypes.float32, _dtypes.float64):
-            fused = fused_scaled_add(input, other, alpha)
+        dtype = result_type(input, other)
+        if dtype in (_dtypes.float32, _dtypes.float64) and input.dtype.is_floating_point and \
+                other.dtype.is_floating_point:  # torch promotes both, then fuses
+            fused = fused_scaled_add(input.to(dtype), other.to(dtype), alpha)
             if fused is not None:
                 return fused
-        dtype = result_type(input, other)
         if dtype in _dtypes.REDUCED:
             _C._check_number_fits(_float(alpha), dtype)
             alpha = _C._full([], alpha, dtype).item()

@@ -343,8 +343,6 @@ class Function(metaclass=_FunctionMeta):
         # torch's SavedVariable of an output: read in a create_graph backward, it is the output with this node's
         # history again (Exp's `grad * result` is then differentiable in x), not a constant
         ctx._saved_outputs = {i: k for i, t in enumerate(ctx._saved) for k, o in enumerate(tensors) if t is o}
-        ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
-        ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
         for i, t in zip(slots, recorded):
             d = next((d for d in dirty if d is outs[i]), None)
             if d is None:
@@ -353,6 +351,13 @@ class Function(metaclass=_FunctionMeta):
                 d._rebind_(t)  # the input object becomes the output: its history is now this node
             else:  # a view or a shared tensor: the values are already in its memory; give it (and its base) the history
                 d._record_in_place(t)
+        # Saved outputs (a dirty input included) are kept without this node's history, as torch's SavedVariable of
+        # an output: the output itself would hold the node that holds the ctx (a cycle through C++ the collector
+        # cannot see, so a saved dirty input lived forever); a create_graph read re-attaches them (saved_tensors).
+        # The handles and versions are taken after the rebind above, so it does not count as a write to them.
+        ctx._saved = tuple(t.detach() if i in ctx._saved_outputs else t for i, t in enumerate(ctx._saved))
+        ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
+        ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
         if single:
             return outs[0]
         return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]

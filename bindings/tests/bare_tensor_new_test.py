@@ -40,6 +40,25 @@ def test_a_bare_instance_says_it_holds_no_tensor(method):
         t.data  # noqa: B018 - the property read is the call under test
 
 
+@pytest.mark.parametrize("cls", [tessel.Tensor, tessel.nn.Parameter], ids=lambda c: c.__name__)
+def test_setting_grad_state_on_a_bare_instance_raises(cls):  # (these three still crashed after the sweep above)
+    for write in (lambda t: t.requires_grad_(False), lambda t: setattr(t, "requires_grad", False),
+                  lambda t: setattr(t, "grad", None)):
+        with pytest.raises(RuntimeError, match="use of an undefined Tensor"):
+            write(cls.__new__(cls))
+
+
+def test_a_tensor_stored_into_a_bare_instance_is_released_with_it():
+    import gc
+    src = tessel.zeros(4)
+    t = tessel.Tensor.__new__(tessel.Tensor)
+    t._rebind_(src)
+    assert not src._sole_handle()
+    del t
+    gc.collect()
+    assert src._sole_handle()  # pybind11 freed the value without its destructor: the handle leaked
+
+
 def test_init_after_bare_new_still_builds_the_tensor():
     src = tessel.arange(6.0).reshape(2, 3)
     p = tessel.nn.Parameter.__new__(tessel.nn.Parameter)

@@ -33,6 +33,20 @@ class SavesOutput(autograd.Function):
         return g * out
 
 
+class ReluInPlace(autograd.Function):  # a dirty input that is also saved
+    @staticmethod
+    def forward(ctx, a):
+        ctx.mark_dirty(a)
+        a.clamp_(min=0)
+        ctx.save_for_backward(a)
+        return a
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (out > 0)
+
+
 class ScaleInPlace(autograd.Function):  # a dirty input becomes the output
     @staticmethod
     def forward(ctx, a):
@@ -57,6 +71,10 @@ def test_custom_function_outputs_die_with_their_last_handle():
     assert _freed(lambda: Double.apply(w))
     assert _freed(lambda: SavesOutput.apply(w))
     assert _freed(lambda: ScaleInPlace.apply(w.clone()))
+    assert _freed(lambda: ReluInPlace.apply(w.clone()))
+    x = tessel.tensor([-1.0, 2.0, -3.0, 4.0], requires_grad=True)
+    ReluInPlace.apply(x.clone()).sum().backward()  # (raised "saved tensor 0 ... is at version 2", as torch does not)
+    assert x.grad.tolist() == [0.0, 1.0, 0.0, 1.0]
     out = Double.apply(w)
     out.sum().backward()
     assert w.grad.tolist() == [[2.0] * 4] * 8  # (the gradient itself is unchanged)

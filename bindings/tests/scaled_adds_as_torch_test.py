@@ -100,3 +100,16 @@ def test_adds_with_alpha_give_torchs_bits(dtype, alpha):
         assert _digest(t) == TORCH["add/%s/%s/%s" % (dtype, alpha, name)], name
     rec.sum().backward()  # still differentiable: d(rec)/dw = 1
     assert w.grad.tolist() == [1.0] * 4000
+
+
+def test_adds_with_alpha_of_mixed_dtypes_promote_then_fuse():
+    # torch promotes float32 + bfloat16 to float32 and fuses: the same values as adding the widened operand
+    r = random.Random(1)
+    a = torch.tensor([r.uniform(-2, 2) for _ in range(64)])
+    b = torch.tensor([r.uniform(-2, 2) for _ in range(64)], dtype=torch.bfloat16)
+    want = torch.add(a, b.float(), alpha=0.9).tolist()
+    assert torch.add(a, b, alpha=0.9).tolist() == want
+    w = a.clone().requires_grad_()
+    rec = w.clone()
+    rec.add_(b, alpha=0.9)  # recorded by autograd, mixed dtypes
+    assert rec.tolist() == want and rec.dtype is torch.float32

@@ -58,3 +58,19 @@ def test_sgd_steps_give_torchs_bits(name, cast_at):
         got += [float(v).hex() for v in state["momentum_buffer"].flatten().tolist()]
     assert m.weight.dtype is (torch.float64 if cast_at else torch.float32)
     assert got == TORCH[name + ("_double_at_2" if cast_at else "")]
+
+
+def test_sgd_steps_a_half_model_whose_momentum_buffer_stayed_bfloat16():
+    # torch: bfloat16 + float16 operands meet in float32 (the buffer keeps its dtype); tessel raised "add_: dtype
+    # mismatch float32 vs float16". torch 2.15 prints these values for the same lines.
+    p = torch.nn.Parameter(torch.ones(4, dtype=torch.bfloat16))
+    opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = torch.ones(4, dtype=torch.bfloat16)
+    opt.step()
+    m = torch.nn.Module()
+    m.p = p
+    m.half()
+    m.p.grad = torch.ones(4, dtype=torch.float16)
+    opt.step()
+    assert m.p.tolist() == [0.70849609375] * 4 and m.p.dtype is torch.float16
+    assert opt.state[m.p]["momentum_buffer"].dtype is torch.bfloat16

@@ -107,6 +107,7 @@ std::string DescribeCall(const Tensor& a, const Tensor& b, const MatmulSpec& s) 
 
 // The operand as [batch..., rows, cols]: new size-1 dims inserted, then the last two swapped (a view).
 Tensor Resolve(const Tensor& t, const std::vector<int64_t>& new_dims, bool transpose) {
+  if (new_dims.empty() && !transpose) return t.dim() >= 2 ? t : Tensor();  // already the frame (no view to make)
   Shape sizes = t.sizes();
   Shape strides = t.strides();
   const bool rows = Contains(new_dims, -2);

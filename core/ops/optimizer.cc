@@ -23,6 +23,7 @@
 #include "core/ops/elementwise.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel {
@@ -288,12 +289,15 @@ DType Wider(DType a, DType b) {
   return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
 }
 
-// dst += alpha · src as torch's in-place add_ of another dtype: computed in the wider dtype, rounded once to dst's.
+// dst += alpha · src as torch's add_ with operands of other dtypes: computed in the wider dtype (float32 for
+// bfloat16 with float16), rounded once to dst's; a 16-bit computation takes alpha in its dtype first, as torch's
+// vector kernels (the fused kernel's `alpha` in SgdKernel).
 void AddWidened(const Tensor& dst, const Tensor& src, double alpha) {
   const DType w = Wider(dst.dtype(), src.dtype());
+  if (ElementSize(w) == 2) alpha = Full({}, alpha, w).ItemDouble();
   if (w == dst.dtype()) return AddInPlace(dst, Cast(src, w), alpha);  // widening casts are exact
   const Tensor wide = Cast(dst, w);
-  AddInPlace(wide, src, alpha);
+  AddInPlace(wide, Cast(src, w), alpha);
   CopyInPlace(dst, wide);
 }
 

@@ -7,7 +7,7 @@
 //
 // Invariant: ForEach visits the hooks present when it starts, in registration order, and stops at the first
 // call that returns false; a hook may add or remove hooks (its own too) while the list runs: ForEach walks a
-// copy (only when the list is not empty, so a tensor without hooks pays nothing).
+// copy taken under the list's lock (an empty list copies nothing), and hooks run outside it.
 //
 // Example:
 //   const uint64_t id = meta.hooks.Add(std::move(hook));
@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -25,34 +26,63 @@ namespace tessel {
 template <typename Fn>
 class HookList {
  public:
+  HookList() = default;
+  HookList(const HookList& other) : entries_(other.Entries()) {}
+  HookList& operator=(const HookList& other) {
+    if (this != &other) {
+      auto copy = other.Entries();
+      const std::lock_guard<std::mutex> lock(mu_);
+      entries_ = std::move(copy);
+    }
+    return *this;
+  }
+
   uint64_t Add(Fn fn) {
     static std::atomic<uint64_t> next_id{1};
     const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+    const std::lock_guard<std::mutex> lock(mu_);
     entries_.emplace_back(id, std::move(fn));
     return id;
   }
-  // Whether the hook was still here.
+  // Whether the hook was still here. The hook is destroyed after the lock is released (a Python hook's release
+  // takes the GIL, which a hook running on another thread may hold while it waits for this list).
   bool Remove(uint64_t id) {
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->first == id) {
-        entries_.erase(it);
-        return true;
+    Fn removed;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->first == id) {
+          removed = std::move(it->second);
+          entries_.erase(it);
+          break;
+        }
       }
     }
-    return false;
+    return static_cast<bool>(removed);
   }
-  bool empty() const { return entries_.empty(); }
-  size_t size() const { return entries_.size(); }
+  bool empty() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return entries_.empty();
+  }
+  size_t size() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return entries_.size();
+  }
   template <typename F>
   void ForEach(F&& f) const {
-    if (entries_.empty()) return;
-    const std::vector<std::pair<uint64_t, Fn>> snapshot = entries_;
+    const std::vector<std::pair<uint64_t, Fn>> snapshot = Entries();
     for (const auto& entry : snapshot) {
       if (!f(entry.second)) return;
     }
   }
 
  private:
+  std::vector<std::pair<uint64_t, Fn>> Entries() const {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return entries_;
+  }
+
+  mutable std::mutex mu_;  // registration (a Python thread) against a backward's reads (an engine thread)
   std::vector<std::pair<uint64_t, Fn>> entries_;
 };
 

@@ -245,7 +245,7 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TESSEL_CHECK(!requires_grad || IsFloating(dtype()), "set_requires_grad: only floating tensors can require "
                "gradients, got ", dtype());
-  AutogradMeta& m = impl_->EnsureAutogradMeta();
+  AutogradMeta& m = checked_impl()->EnsureAutogradMeta();
   TESSEL_CHECK(m.grad_fn == nullptr, "set_requires_grad: can only change requires_grad of leaf tensors (this one "
                "was produced by an op; use Detach() first)");
   m.requires_grad = requires_grad;
@@ -271,7 +271,7 @@ void Tensor::set_grad(const Tensor& grad) const {
     TESSEL_CHECK(grad.dtype() == dtype(), "set_grad: gradient dtype ", DTypeName(grad.dtype()),
                  " does not match the tensor's ", DTypeName(dtype()), " (shape ", ShapeStr(sizes()), ")");
   }
-  impl_->EnsureAutogradMeta().grad = grad;
+  checked_impl()->EnsureAutogradMeta().grad = grad;
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {

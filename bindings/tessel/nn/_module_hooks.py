@@ -203,6 +203,8 @@ class _HookDict(collections.abc.MutableMapping):
 
     def __delitem__(self, hook_id):
         self._hooks().pop(hook_id)
+        if _has_dict(self._module):
+            _dict(self._module).get(_REGS, {}).pop(hook_id, None)
         self._module._remove_hook(hook_id)
 
     def __setitem__(self, hook_id, hook):
