@@ -151,10 +151,30 @@ def _scaled_add(input, other, alpha):
     return input + other * alpha
 
 
+_FUSED_ADD_DTYPES = (_dtypes.float32, _dtypes.float64)
+_ONES = {}  # dtype -> a 0-d 1: addcmul's tensor1 in a fused add with alpha (fused_scaled_add), never written
+
+
+def _plain_fused_add(input, other, alpha):
+    """fused_scaled_add for the common case (two plain tensors of one float32 / float64 dtype, a number alpha)
+    without its checks: torch.add(x, y, alpha=a) of 16 floats took 17.5 µs (torch: 1.4)."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and type(alpha) in (int, float) and \
+            input.dtype is other.dtype and input.dtype in _FUSED_ADD_DTYPES and not input.is_distributed and \
+            not other.is_distributed:
+        one = _ONES.get(input.dtype)
+        if one is None:
+            one = _ONES[input.dtype] = _C._full([], 1.0, input.dtype)
+        return _C._functional.addcmul(input, one, other, float(alpha))
+    return None
+
+
 def add(input, other, *, alpha=1):
     """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number), in the two's result type
     (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's)."""
-    return _scaled_add(input, other, alpha) if alpha != 1 else input + other
+    if alpha == 1:
+        return input + other
+    fused = _plain_fused_add(input, other, alpha)
+    return fused if fused is not None else _scaled_add(input, other, alpha)
 
 
 def sub(input, other, *, alpha=1):
@@ -163,7 +183,10 @@ def sub(input, other, *, alpha=1):
             other.dtype == _dtypes.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
-    return _scaled_add(input, other, -alpha) if alpha != 1 else input - other
+    if alpha == 1:
+        return input - other
+    fused = _plain_fused_add(input, other, -alpha)
+    return fused if fused is not None else _scaled_add(input, other, -alpha)
 
 
 def rsub(input, other, alpha=1):

