@@ -81,6 +81,15 @@ def fused_operands(*tensors):
     (a composed form does it): one floating dtype, all plain or all DTensors, after torch's rule for 0-d tensors
     of the same category, which take the other operands' dtype (torch casts them so and still fuses) and stand
     next to DTensors as replicated scalars when plain."""
+    first = tensors[0]
+    if isinstance(first, _C.Tensor):  # the common case first: plain tensors of one floating dtype (20 -> ~3 µs a call)
+        d = first.dtype
+        if d.is_floating_point and not first.is_distributed:
+            for t in tensors:
+                if not isinstance(t, _C.Tensor) or t.dtype is not d or t.is_distributed:
+                    break
+            else:
+                return list(tensors)
     if not all(isinstance(t, _C.Tensor) and t.dtype.is_floating_point for t in tensors):
         return None
     shaped = [t for t in tensors if t.dim() > 0] or list(tensors)
