@@ -197,18 +197,26 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
 _UNIFORM_TYPE_NAMES = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFloat16": "c10::BFloat16"}
 
 
+_FINITE_MAX = {}  # floating dtype -> its largest finite value (finfo made per call cost uniform_ ~8 us of 10.6)
+
+
 def _check_uniform_bounds(dt, a, b):
     """torch's check_uniform_bounds: from <= to, both finite values of the dtype, and to - from not overflowing
     it (here the draw gave inf or the dtype's max)."""
     from ._tensor import _torch_dtype_name
     if not a <= b:
         raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
-    info, name = _dtypes.finfo(dt), _torch_dtype_name(dt)
-    if not info.min <= a <= info.max:
+    top = _FINITE_MAX.get(dt)
+    if top is None:
+        top = _FINITE_MAX[dt] = _dtypes.finfo(dt).max
+    if -top <= a <= top and -top <= b <= top and b - a <= top:
+        return
+    name = _torch_dtype_name(dt)
+    if not -top <= a <= top:
         raise RuntimeError("from is out of bounds for %s" % _UNIFORM_TYPE_NAMES[name])
-    if not info.min <= b <= info.max:
+    if not -top <= b <= top:
         raise RuntimeError("to is out of bounds for %s" % _UNIFORM_TYPE_NAMES[name])
-    if b - a > info.max:
+    if b - a > top:
         raise RuntimeError("uniform_ expects to-from <= std::numeric_limits<%s>::max(), but found to=%g and from=%g "
                            "which result in to-from to exceed the limit" % (name, b, a))
 
