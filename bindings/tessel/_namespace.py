@@ -26,6 +26,7 @@ import numpy as np
 from . import _C, _dtypes, return_types
 from ._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 from ._dtensor_compose import aligned_args
+from ._extra import fused_operands
 from ._tensor import with_zero_gradient
 
 Tensor = _C.Tensor
@@ -106,6 +107,17 @@ def _as_operand(x, like):
     return x if isinstance(x, Tensor) else _C._full([], _float(x), result_type(like, x))
 
 
+_FUSED_ADD_DTYPES = (_dtypes.float32, _dtypes.float64)
+_ONES = {}  # dtype -> a 0-d 1: addcmul's tensor1 in a fused add with alpha, never written
+
+
+def _one(dtype):
+    one = _ONES.get(dtype)
+    if one is None:
+        one = _ONES[dtype] = _C._full([], 1.0, dtype)
+    return one
+
+
 def fused_scaled_add(input, other, alpha):
     """input + alpha · other as one fused multiply-add per element in the compute type (float for float32 and the
     16-bit floats, double for float64; alpha rounded to a 16-bit dtype, then to the compute type), as torch's CPU
@@ -114,19 +126,14 @@ def fused_scaled_add(input, other, alpha):
     DTensors). addcmul's kernel with a 1 for tensor1 computes exactly fma(alpha, other, input), differentiably."""
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         return None
-    ops = _extra_fused_operands(input, other)
+    ops = fused_operands(input, other)
     if ops is None or ops[0].dtype != ops[1].dtype:
         return None
     dtype = ops[0].dtype
     if dtype in _dtypes.REDUCED:  # torch's vector kernel takes alpha in the tensor's dtype
         _C._check_number_fits(_float(alpha), dtype)
         alpha = _C._full([], alpha, dtype).item()
-    return _C._functional.addcmul(ops[0], _C._full([], 1.0, dtype), ops[1], float(alpha))
-
-
-def _extra_fused_operands(*tensors):
-    from ._extra import fused_operands
-    return fused_operands(*tensors)
+    return _C._functional.addcmul(ops[0], _one(dtype), ops[1], float(alpha))
 
 
 def _scaled_add(input, other, alpha):
@@ -135,7 +142,7 @@ def _scaled_add(input, other, alpha):
     the sum in float32, one rounding."""
     if isinstance(input, Tensor) and isinstance(other, Tensor):
         dtype = result_type(input, other)
-        if dtype in (_dtypes.float32, _dtypes.float64) and input.dtype.is_floating_point and \
+        if dtype in _FUSED_ADD_DTYPES and input.dtype.is_floating_point and \
                 other.dtype.is_floating_point:  # torch promotes both, then fuses
             fused = fused_scaled_add(input.to(dtype), other.to(dtype), alpha)
             if fused is not None:
@@ -151,20 +158,13 @@ def _scaled_add(input, other, alpha):
     return input + other * alpha
 
 
-_FUSED_ADD_DTYPES = (_dtypes.float32, _dtypes.float64)
-_ONES = {}  # dtype -> a 0-d 1: addcmul's tensor1 in a fused add with alpha (fused_scaled_add), never written
-
-
 def _plain_fused_add(input, other, alpha):
     """fused_scaled_add for the common case (two plain tensors of one float32 / float64 dtype, a number alpha)
     without its checks: torch.add(x, y, alpha=a) of 16 floats took 17.5 µs (torch: 1.4)."""
     if isinstance(input, Tensor) and isinstance(other, Tensor) and type(alpha) in (int, float) and \
             input.dtype is other.dtype and input.dtype in _FUSED_ADD_DTYPES and not input.is_distributed and \
             not other.is_distributed:
-        one = _ONES.get(input.dtype)
-        if one is None:
-            one = _ONES[input.dtype] = _C._full([], 1.0, input.dtype)
-        return _C._functional.addcmul(input, one, other, float(alpha))
+        return _C._functional.addcmul(input, _one(input.dtype), other, float(alpha))
     return None
 
 

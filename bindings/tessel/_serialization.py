@@ -214,6 +214,17 @@ def _dtype(name):
 
 _np_reconstruct = (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct
 
+
+def _rebuild_dtensor(*args):  # (imported when a file names it: tessel.distributed loads after this module)
+    from .distributed.tensor._pickle import _rebuild_dtensor as rebuild
+    return rebuild(*args)
+
+
+def _unpickle_mesh(*args):
+    from .distributed.device_mesh import _unpickle_mesh as unpickle
+    return unpickle(*args)
+
+
 # What a weights_only load builds (torch's default allowlist, _weights_only_unpickler.py, as it applies here).
 _SAFE = {
     ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
@@ -233,19 +244,12 @@ _SAFE = {
     ("io", "BytesIO"): io.BytesIO,
     # DTensors (torch allows its own once torch.distributed.tensor is imported): rebuilt on the loading rank's
     # existing mesh; placements are plain records (tensor/_pickle.py, device_mesh.py's _unpickle_mesh)
-    ("tessel.distributed.tensor._pickle", "_rebuild_dtensor"): lambda *a: _dtensor_part("_rebuild_dtensor")(*a),
-    ("tessel.distributed.device_mesh", "_unpickle_mesh"): lambda *a: _dtensor_part("_unpickle_mesh")(*a),
+    ("tessel.distributed.tensor._pickle", "_rebuild_dtensor"): _rebuild_dtensor,
+    ("tessel.distributed.device_mesh", "_unpickle_mesh"): _unpickle_mesh,
     ("tessel._C", "Shard"): _C.Shard, ("tessel._C", "Replicate"): _C.Replicate, ("tessel._C", "Partial"): _C.Partial,
     ("tessel._C", "_StridedShard"): _C._StridedShard,
 }
 
-
-def _dtensor_part(name):
-    if name == "_unpickle_mesh":
-        from .distributed.device_mesh import _unpickle_mesh
-        return _unpickle_mesh
-    from .distributed.tensor._pickle import _rebuild_dtensor
-    return _rebuild_dtensor
 
 # tessel.save's files from before it wrote torch's format (plain pickles, tensors as numpy arrays): only there
 _OLD_TESSEL = {

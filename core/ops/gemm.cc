@@ -139,7 +139,6 @@ const char* At(const BlasOperand& op, int64_t row, int64_t col, int64_t esz) {
   return op.data + offset * esz;
 }
 
-// Sets OpenBLAS's pool to one thread, once per process, before the first GEMM.
 // NOTE: OpenBLAS's kernels. A DYNAMIC_ARCH OpenBLAS picks its kernels by CPU family and model when it loads,
 // and a model newer than its table falls back to its Prescott (SSE3) kernels: Debian 12's 0.3.21 does so on the
 // Emerald Rapids Xeon (family 6 model 207), where float64 GEMMs then ran at 12.8 GFLOP/s on one thread against
@@ -167,6 +166,7 @@ const bool kOpenBlasCoreChosen = [] {
   return true;
 }();
 
+// Sets OpenBLAS's pool to one thread, once per process, before the first GEMM.
 void SingleThreadedBlas() {
   static const bool kOnce = [] {
     openblas_set_num_threads(1);

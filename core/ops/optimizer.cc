@@ -308,7 +308,8 @@ void AddWidened(const Tensor& dst, const Tensor& src, double alpha) {
 // passes: d = grad + wd·param (the wider of the two dtypes), then the buffer, then the parameter.
 void SgdStepMixedDTypes(const Tensor& param, const Tensor& grad, const Tensor& buf, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool initialize_buffer) {
-  Tensor d = Clone(Cast(grad, Wider(grad.dtype(), param.dtype())));
+  const DType dd = Wider(grad.dtype(), param.dtype());
+  Tensor d = dd == grad.dtype() ? Clone(grad) : Cast(grad, dd);  // (a copy either way: d is written below)
   if (weight_decay != 0) AddWidened(d, param, weight_decay);
   if (buf.defined() && momentum != 0) {
     if (initialize_buffer) {

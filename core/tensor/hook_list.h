@@ -7,7 +7,8 @@
 //
 // Invariant: ForEach visits the hooks present when it starts, in registration order, and stops at the first
 // call that returns false; a hook may add or remove hooks (its own too) while the list runs: ForEach walks a
-// copy taken under the list's lock (an empty list copies nothing), and hooks run outside it.
+// copy taken under the list's lock, and hooks run outside it. An empty list (what nearly every graph node's outputs
+// have) is seen from an atomic count, without the lock.
 //
 // Example:
 //   const uint64_t id = meta.hooks.Add(std::move(hook));
@@ -27,12 +28,13 @@ template <typename Fn>
 class HookList {
  public:
   HookList() = default;
-  HookList(const HookList& other) : entries_(other.Entries()) {}
+  HookList(const HookList& other) : entries_(other.Entries()), count_(entries_.size()) {}
   HookList& operator=(const HookList& other) {
     if (this != &other) {
       auto copy = other.Entries();
       const std::lock_guard<std::mutex> lock(mu_);
       entries_ = std::move(copy);
+      count_.store(entries_.size(), std::memory_order_release);
     }
     return *this;
   }
@@ -42,6 +44,7 @@ class HookList {
     const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
     const std::lock_guard<std::mutex> lock(mu_);
     entries_.emplace_back(id, std::move(fn));
+    count_.store(entries_.size(), std::memory_order_release);
     return id;
   }
   // Whether the hook was still here. The hook is destroyed after the lock is released (a Python hook's release
@@ -54,22 +57,17 @@ class HookList {
         if (it->first == id) {
           removed = std::move(it->second);
           entries_.erase(it);
+          count_.store(entries_.size(), std::memory_order_release);
           break;
         }
       }
     }
     return static_cast<bool>(removed);
   }
-  bool empty() const {
-    const std::lock_guard<std::mutex> lock(mu_);
-    return entries_.empty();
-  }
-  size_t size() const {
-    const std::lock_guard<std::mutex> lock(mu_);
-    return entries_.size();
-  }
+  bool empty() const { return count_.load(std::memory_order_acquire) == 0; }
   template <typename F>
   void ForEach(F&& f) const {
+    if (empty()) return;
     const std::vector<std::pair<uint64_t, Fn>> snapshot = Entries();
     for (const auto& entry : snapshot) {
       if (!f(entry.second)) return;
@@ -84,6 +82,7 @@ class HookList {
 
   mutable std::mutex mu_;  // registration (a Python thread) against a backward's reads (an engine thread)
   std::vector<std::pair<uint64_t, Fn>> entries_;
+  std::atomic<size_t> count_{0};  // entries_.size(), written under mu_
 };
 
 }  // namespace tessel

@@ -202,9 +202,8 @@ class _HookDict(collections.abc.MutableMapping):
         return len(self._hooks())
 
     def __delitem__(self, hook_id):
-        self._hooks().pop(hook_id)
-        if _has_dict(self._module):
-            _dict(self._module).get(_REGS, {}).pop(hook_id, None)
+        self._hooks()[hook_id]  # noqa: B018 - torch's KeyError for an id it does not hold
+        _forget_listed(self._module, hook_id)
         self._module._remove_hook(hook_id)
 
     def __setitem__(self, hook_id, hook):
@@ -215,12 +214,17 @@ class _HookDict(collections.abc.MutableMapping):
         return "OrderedDict(%r)" % list(self._hooks().items())
 
 
+def _forget_listed(module, hook_id):
+    """Drops a removed hook's entries from the module's dict: its hook list and its registration record."""
+    if module is not None and _has_dict(module):
+        for hooks in _dict(module).get(_LISTS, {}).values():
+            hooks.pop(hook_id, None)
+        _dict(module).get(_REGS, {}).pop(hook_id, None)
+
+
 class _ListedHandle(RemovableHandle):
     def remove(self):
-        if self._module is not None and _has_dict(self._module):
-            for hooks in _dict(self._module).get(_LISTS, {}).values():
-                hooks.pop(self._id, None)
-            _dict(self._module).get(_REGS, {}).pop(self._id, None)  # (kept, one entry per register / remove grew)
+        _forget_listed(self._module, self._id)
         super().remove()
 
 
