@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "bindings/bind.h"
+#include "bindings/module_gc.h"
 #include "core/base/error.h"
 #include "core/autograd/checkpoint.h"
 #include "core/nn/checkpoint_wrapper.h"
@@ -159,6 +160,11 @@ class PyLayer final : public Layer, public PyLayerBase {
 template <typename Layer>
 using LayerClass = py::class_<Layer, PyLayer<Layer>, Module, std::shared_ptr<Layer>>;
 
+// The built-in layers' types: their dict and what their C++ side holds, seen by the cycle collector (module_gc.h).
+py::custom_type_setup LayerTypeSetup() {
+  return py::custom_type_setup([](PyHeapTypeObject* type) { SetUpModuleType(type, /*with_dict=*/true); });
+}
+
 py::object AsPython(Module& m) { return py::cast(&m, py::return_value_policy::reference); }
 
 // A module of `owner`'s tree as a Python object: the existing one when Python already has it, else a
@@ -203,12 +209,14 @@ void TakeOwnership(Module& parent, const std::string& name, const py::handle& ch
     TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
   }
   parent.RegisterModule(name, SharedFromPython(parent, name, child));
+  NoteModuleParent(*child.cast<Module*>(), parent);
 }
 
 // `parent.name = child` over an existing child (torch replaces it: a new head for fine-tuning,
 // model.layers[i] = wrapped); the old one stays usable wherever else it is held, as in torch.
 void ReplaceOwnership(Module& parent, const std::string& name, const py::handle& child) {
   parent.ReplaceChild(name, SharedFromPython(parent, name, child));
+  NoteModuleParent(*child.cast<Module*>(), parent);
 }
 
 // `parent.name = None` / `del parent.name` over a child.
@@ -265,7 +273,9 @@ void DefHook(ModuleClass& c, const char* name, int (Module::*reg)(Hook, bool), W
   c.def(
       name,
       [reg, wrap](Module& self, py::object fn, bool prepend) {
-        return (self.*reg)(wrap(ShareCallable(std::move(fn))), prepend);
+        std::shared_ptr<py::object> f = ShareCallable(std::move(fn));
+        NoteModuleHolds(self, f);
+        return (self.*reg)(wrap(std::move(f)), prepend);
       },
       py::arg("fn"), py::arg("prepend") = false);
 }
@@ -315,6 +325,7 @@ void BindHooks(ModuleClass& c) {
     }
     fns[py::str(name)] = fn;
     auto f = ShareCallable(std::move(fn));
+    NoteModuleHolds(self, f);
     Module* m = &self;  // the module owns the function: the pointer outlives it
     self.SetComputedParameter(name, [f, m]() {
       py::gil_scoped_acquire gil;
@@ -335,7 +346,8 @@ void BindHooks(ModuleClass& c) {
 
 ModuleClass BindModule(py::module_& m) {
   ModuleClass c(m, "Module",
-                "Base class of every module; subclass it in Python and define forward (torch.nn.Module)");
+                "Base class of every module; subclass it in Python and define forward (torch.nn.Module)",
+                py::custom_type_setup([](PyHeapTypeObject* type) { SetUpModuleType(type, /*with_dict=*/false); }));
   // __init__ by hand so the C++ type_name (used in every error message) is the Python class's name.
   c.def("__init__", [](py::detail::value_and_holder& v_h) {
     v_h.value_ptr() = static_cast<Module*>(new PyModule(Py_TYPE(v_h.inst)->tp_name));
@@ -365,7 +377,9 @@ ModuleClass BindModule(py::module_& m) {
         }
         py::object obj = make(t);
         if (owner->HasParam(local) && t.defined() && owner->Param(local).impl() == t.impl()) {
-          owner->SetParameterHostObject(local, ShareCallable(obj));
+          std::shared_ptr<py::object> held_obj = ShareCallable(obj);
+          NoteModuleHolds(*owner, held_obj);
+          owner->SetParameterHostObject(local, std::move(held_obj));
         }
         return obj;
       }, py::arg("fqn"), py::arg("tensor"), py::arg("make"))
@@ -376,7 +390,9 @@ ModuleClass BindModule(py::module_& m) {
       .def("_replace_module", &ReplaceOwnership)
       .def("_remove_module", &RemoveOwnership)
       .def("_anchor_child", [](Module& self, const std::string& name, py::object child) {
-        self.AnchorChild(name, ShareCallable(std::move(child)));
+        std::shared_ptr<py::object> anchor = ShareCallable(std::move(child));
+        NoteModuleHolds(self, anchor);
+        self.AnchorChild(name, std::move(anchor));
       }, "Keeps child's Python object alive while it is this C++-created module's child `name`")
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
       .def("_registered", [](const Module& self, const std::string& name) {
@@ -533,7 +549,7 @@ void OnesAndZeros(Module& norm) {
 }
 
 void BindLayers(py::module_& m) {
-  LayerClass<nn::Linear> lin(m, "Linear", py::dynamic_attr());
+  LayerClass<nn::Linear> lin(m, "Linear", py::dynamic_attr(), LayerTypeSetup());
   // Initialized as torch's nn.Linear (uniform, bound 1/sqrt(in_features)) unless init_std asks for the
   // C++ layer's GPT-2 style N(0, init_std) weight and zero bias.
   lin.def(py::init([](int64_t in, int64_t out, bool bias, const py::object& device, std::optional<DType> dtype,
@@ -555,7 +571,7 @@ void BindLayers(py::module_& m) {
       // torch's Linear(bias=False).bias is None (code tests `if self.bias is not None`); the C++ Linear
       // registers no bias then. With one, the Parameter the attribute lookup gives (named for optimizers).
       .def_property_readonly("bias", [](const py::object& self) { return ParamOrAttribute(self, "bias"); });
-  LayerClass<nn::Embedding> emb(m, "Embedding", py::dynamic_attr());
+  LayerClass<nn::Embedding> emb(m, "Embedding", py::dynamic_attr(), LayerTypeSetup());
   emb.def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, const py::object& max_norm,
                       double norm_type, bool scale_grad_by_freq, bool sparse, std::optional<Tensor> weight, bool freeze,
                       const py::object& device, std::optional<DType> dtype, Generator* gen,
@@ -607,7 +623,7 @@ void BindLayers(py::module_& m) {
   emb.def_property("max_norm", &nn::Embedding::max_norm, &nn::Embedding::set_max_norm);
   emb.def_property("norm_type", &nn::Embedding::norm_type, &nn::Embedding::set_norm_type);
   emb.def_property("scale_grad_by_freq", &nn::Embedding::scale_grad_by_freq, &nn::Embedding::set_scale_grad_by_freq);
-  LayerClass<nn::LayerNorm> ln(m, "LayerNorm", py::dynamic_attr());
+  LayerClass<nn::LayerNorm> ln(m, "LayerNorm", py::dynamic_attr(), LayerTypeSetup());
   ln.def(py::init([](const py::object& shape, double eps, bool affine, bool bias, const py::object& device,
                      std::optional<DType> dtype) {
            CheckCpuDevice(device, "LayerNorm");
@@ -626,7 +642,7 @@ void BindLayers(py::module_& m) {
   ln.def_property("eps", &nn::LayerNorm::eps, &nn::LayerNorm::set_eps);
   ln.def("reset_parameters", [](nn::LayerNorm& self) { OnesAndZeros(self); });
   ln.def_property_readonly("elementwise_affine", [](const nn::LayerNorm& self) { return self.HasParam("weight"); });
-  LayerClass<nn::RMSNorm> rms(m, "RMSNorm", py::dynamic_attr());
+  LayerClass<nn::RMSNorm> rms(m, "RMSNorm", py::dynamic_attr(), LayerTypeSetup());
   rms.def(py::init([](const py::object& shape, std::optional<double> eps, bool affine, const py::object& device,
                       std::optional<DType> dtype_arg) {
             CheckCpuDevice(device, "RMSNorm");
@@ -662,7 +678,7 @@ void BindGPT(py::module_& m) {
       .def_readonly("n_heads", &nn::GPTConfig::n_heads)
       .def_readonly("seq_len", &nn::GPTConfig::seq_len)
       .def("num_parameters", &nn::GPTConfig::NumParameters);
-  py::class_<nn::GPT, Module, std::shared_ptr<nn::GPT>> gpt(m, "GPT", py::dynamic_attr());
+  py::class_<nn::GPT, Module, std::shared_ptr<nn::GPT>> gpt(m, "GPT", py::dynamic_attr(), LayerTypeSetup());
   gpt.def(py::init([](const nn::GPTConfig& cfg, uint64_t seed) {
              Generator gen(seed);
              return NoGil([&] { return std::make_unique<nn::GPT>(cfg, gen); });
@@ -723,6 +739,7 @@ void BindActivationCheckpoint(py::module_& m) {
 }
 
 void BindModules(py::module_& m) {
+  InstallModuleGc();
   m.def("_assign_full", [](const Tensor& p, const Tensor& full) { NoGil([&] { AssignFull(p, full); }); },
         py::arg("param"), py::arg("full"), "p = full outside autograd; a DTensor p gets its piece (AssignFull)");
   m.def("_fill_random_", [](const Tensor& t, const std::string& kind, double a, double b, Generator* gen,

@@ -1,0 +1,169 @@
+"""Reference cycles through what a module's C++ side holds (bindings/module_gc.cc): a hook that reaches back to its
+model (a bound method of the model, a closure over it, a parent's method hooked on a child) or a Parameter that
+points at its module kept the whole model alive until exit, since Python's collector could not see the C++
+references; torch frees these models at the next collection. Each leak case checks that the model survives `del`
+(a cycle holds it) and is gone after gc.collect(); the safety cases check that a collection never takes hooks or
+parameters from a model that is still reachable."""
+import gc
+import threading
+import weakref
+
+import numpy as np
+
+import tessel
+from tessel import nn
+
+
+class Act(nn.Module):
+    def forward(self, x):
+        return x.relu()
+
+
+class Net(nn.Module):
+    def __init__(self, n_in=4, n_out=3):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_out)
+        self.act = Act()
+        self.seen = []
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+    def record(self, module, inputs, output):
+        self.seen.append(type(module).__name__)
+
+
+def _freed_only_by_collection(build):
+    """build() returns a model in a cycle; True when `del` alone keeps it and gc.collect() frees it."""
+    gc.collect()
+    gc.disable()
+    try:
+        model = build()
+        ref = weakref.ref(model)
+        del model
+        held_by_cycle = ref() is not None
+        gc.collect()
+        return held_by_cycle and ref() is None
+    finally:
+        gc.enable()
+
+
+def _run(model):
+    x = tessel.randn(2, 4, requires_grad=True)
+    model(x).sum().backward()
+    return model
+
+
+def test_a_hook_that_is_a_bound_method_of_its_module():
+    def build():
+        m = Net()
+        m.register_forward_hook(m.record)
+        return _run(m)
+    assert _freed_only_by_collection(build)
+
+
+def test_closures_over_the_module_in_every_kind_of_hook():
+    def build():
+        m = Net()
+        m.register_forward_pre_hook(lambda mod, args: m.seen.append("pre"))
+        m.register_full_backward_pre_hook(lambda mod, g: m.seen.append("bpre"))
+        m.register_full_backward_hook(lambda mod, gi, go: mod.seen.append("b"))
+        _run(m)
+        assert m.seen == ["pre", "bpre", "b"]
+        return m
+    assert _freed_only_by_collection(build)
+
+
+def test_a_parents_method_hooked_on_its_children():
+    def build():  # the feature-extractor pattern: hooks on children that record into the parent
+        m = Net()
+        for child in (m.fc, m.act):
+            child.register_forward_hook(m.record)
+        _run(m)
+        assert m.seen == ["Linear", "Act"]
+        return m
+    assert _freed_only_by_collection(build)
+
+
+def test_nested_children_hooked_to_the_root():
+    def build():
+        root = nn.Module()
+        root.body = nn.Sequential(Net(4, 4), nn.Sequential(Net(4, 3), Act()))
+        hits = []
+        for _, mod in root.named_modules():
+            mod.register_forward_hook(lambda mod, i, o: hits.append(root))
+        root.body(tessel.randn(2, 4))
+        # body, Net (and its fc, act), the inner Sequential, its Net (fc, act) and Act: the root is not called
+        assert len(hits) == 9 and all(h is root for h in hits)
+        return root
+    assert _freed_only_by_collection(build)
+
+
+def test_parameters_that_point_back_at_their_module():
+    def build_child_param():
+        m = Net()
+        m.fc.weight._owner = m  # a Parameter object the C++ Linear holds
+        return _run(m)
+
+    def build_own_param():
+        m = Net()
+        m.scale = nn.Parameter(tessel.ones(3))
+        m.scale._owner = m
+        return m
+    assert _freed_only_by_collection(build_child_param)
+    assert _freed_only_by_collection(build_own_param)
+
+
+def test_a_reachable_model_keeps_its_hooks_and_parameters():
+    m = Net()
+    for child in (m.fc, m.act):
+        child.register_forward_hook(m.record)
+    m.fc.weight._owner = m
+    gc.collect()
+    gc.collect()
+    x = tessel.randn(5, 4)
+    out = m(x).numpy()
+    w, b = m.fc.weight.detach().numpy().astype(np.float64), m.fc.bias.detach().numpy().astype(np.float64)
+    expected = np.maximum(x.numpy().astype(np.float64) @ w.T + b, 0.0)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    assert m.seen == ["Linear", "Act"]
+    assert m.fc.weight._owner is m
+
+
+def test_a_child_shared_with_a_live_parent_keeps_the_dropped_parents_hook():
+    shared = nn.Linear(4, 4)
+    a, b = nn.Module(), nn.Module()
+    a.x, b.x = shared, shared
+    calls = []
+    shared.register_forward_hook(lambda mod, i, o, a=a: calls.append(a))  # the hook keeps `a` alive, as in torch
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is not None
+    b.x(tessel.randn(1, 4))
+    assert len(calls) == 1 and calls[0] is ref()
+
+
+def test_collections_on_another_thread_while_the_model_trains():
+    m = Net()
+    m.fc.register_forward_hook(m.record)
+    m.register_full_backward_hook(lambda mod, gi, go: mod.seen.append("b"))
+    stop = threading.Event()
+
+    def collect():
+        while not stop.is_set():
+            gc.collect()
+
+    t = threading.Thread(target=collect)
+    t.start()
+    try:
+        for _ in range(40):
+            _run(m)
+    finally:
+        stop.set()
+        t.join()
+    assert m.seen == ["Linear", "b"] * 40
+    ref = weakref.ref(m)
+    del m
+    gc.collect()
+    assert ref() is None
