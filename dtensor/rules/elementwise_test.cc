@@ -114,6 +114,25 @@ TEST(ElementwiseRulesTest, ShardedOperandsOnDifferentDimsMoveOneOperand) {
   });
 }
 
+// Equal-cost candidates resolve in PyTorch's order (its pointwise strategies list the output's Shard(0),
+// Shard(1), ... before the Partial-keeping ones): the lower sharded dim, whichever operand holds it, and a
+// reduce-scattered Partial rather than a partitioned Shard. Before, the first operand's layout won both ties.
+TEST(ElementwiseRulesTest, EqualCostChoicesFollowPyTorchsOrder) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({8, 8}), b_full = Values({8, 8}, DType::kFloat64, 1);
+    DTensor s1 = DistributeTensor(a_full, mesh, ParsePlacements("S(1)"));
+    DTensor s0 = DistributeTensor(b_full, mesh, ParsePlacements("S(0)"));
+    DTensor p = testing::MakeInput(a_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor out;
+    EXPECT_EQ(CommOf([&] { out = DTensor(Add(s1, s0)); }), "all_to_all(x) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("S(0)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Add(a_full, b_full).ToDoubleVector(), 0, "s1 + s0");
+    EXPECT_EQ(CommOf([&] { out = DTensor(Sub(p, s0)); }), "reduce_scatter(x) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("S(0)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Sub(a_full, b_full).ToDoubleVector(), 1e-12, "p - s0");
+  });
+}
+
 TEST(ElementwiseRulesTest, CloneKeepsPartialAndLikeOpsReplicateIt) {
   OnMesh1D(2, [](const DeviceMesh& mesh) {
     const Tensor full = Values({3, 2});

@@ -2,6 +2,7 @@
 #include "dtensor/rules/rule_util.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/base/error.h"
 
@@ -201,6 +202,18 @@ bool AllInputsAgree(const OpCall& call) {
   return true;
 }
 
+// Where a pointwise candidate falls in PyTorch's strategy order: Partial outputs last, then by the sharded
+// tensor dim of each mesh axis (a Replicate axis after every Shard).
+std::vector<int64_t> TorchOrderKey(const Strategy& s) {
+  std::vector<int64_t> key{0};
+  if (s.outputs.empty() || !s.outputs[0]) return key;
+  for (const Placement& p : s.outputs[0]->state.placements) {
+    key[0] = key[0] || IsPartial(p);
+    key.push_back(IsShard(p) ? std::get<Shard>(p).dim : std::numeric_limits<int64_t>::max());
+  }
+  return key;
+}
+
 }  // namespace
 
 std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
@@ -229,6 +242,13 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
       out.push_back(std::move(s));
     }
   }
+  // Candidates of equal cost resolve as PyTorch's do: its pointwise strategies list Shard(0), Shard(1), ...
+  // of the output before any that keeps a Partial, and the first of equal cost wins. So a sharded output
+  // comes before a Partial one (P(sum) + S(0): reduce-scatter the Partial, not partition the Shard), then the
+  // lower sharded tensor dim, mesh axis by mesh axis (S(1) + S(0) gives S(0)); the rule's order after that.
+  std::stable_sort(out.begin(), out.end(), [](const Strategy& a, const Strategy& b) {
+    return TorchOrderKey(a) < TorchOrderKey(b);
+  });
   return out;
 }
 
