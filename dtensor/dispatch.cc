@@ -113,21 +113,33 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
   return p;
 }
 
-// Lexicographic cost of a candidate (smaller wins).
+// Lexicographic cost of a candidate (smaller wins). `padded` counts inputs moved from a Shard to a Partial on
+// some axis: a full-size buffer, zeros but the shard, which PyTorch's cost model prices infinite, so it happens
+// only when every candidate needs one (an in-place op writing a Partial from a Shard): P(sum) + S(0)
+// reduce-scatters the Partial instead of padding the Shard.
 struct Cost {
+  int padded = 0;
   int64_t bytes = 0;
   int moved = 0;
   int rank = 0;
   size_t index = 0;
   friend bool operator<(const Cost& a, const Cost& b) {
-    return std::tie(a.bytes, a.moved, a.rank, a.index) < std::tie(b.bytes, b.moved, b.rank, b.index);
+    return std::tie(a.padded, a.bytes, a.moved, a.rank, a.index) <
+           std::tie(b.padded, b.bytes, b.moved, b.rank, b.index);
   }
 };
+
+bool PadsAShard(const DTensorSpec& src, const ShardingState& dst) {
+  for (int a = 0; a < src.mesh().ndim(); ++a) {
+    if (IsShard(src.placement(a)) && IsPartial(dst.placements[static_cast<size_t>(a)])) return true;
+  }
+  return false;
+}
 
 std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index) {
   TESSEL_INTERNAL_ASSERT(s.inputs.size() == static_cast<size_t>(call.num_inputs()), call.op.name,
                          ": a sharding strategy lists ", s.inputs.size(), " inputs for ", call.num_inputs());
-  Cost cost{s.extra_comm_bytes, 0, TieBreakRank(s.kind), index};
+  Cost cost{.bytes = s.extra_comm_bytes, .rank = TieBreakRank(s.kind), .index = index};
   for (int i = 0; i < call.num_inputs(); ++i) {
     const std::optional<ShardingState>& want = s.inputs[static_cast<size_t>(i)];
     TESSEL_INTERNAL_ASSERT(want.has_value() == call.defined(i), call.op.name, ": strategy input ", i, " is ",
@@ -139,6 +151,7 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     const std::optional<int64_t> bytes = RedistributeBytes(spec, *want);
     if (!bytes) return std::nullopt;
     cost.bytes += *bytes;
+    cost.padded += PadsAShard(spec, *want);
     ++cost.moved;
   }
   return cost;

@@ -183,9 +183,12 @@ TEST(DispatchTest, CheapestStrategyWinsAndTiesFollowTheTable) {
     DTensor a = DistributeTensor(Values({8, 8}), mesh, ParsePlacements("S(0)"));
     DTensor b = DistributeTensor(Values({8, 8}), mesh, ParsePlacements("S(1)"));
     DTensor r = DistributeTensor(Values({8, 8}), mesh, ParsePlacements("R"));
-    // Either operand could move with one all_to_all; the tie goes to the rule's order (follow input 0).
+    // Either operand could move with one all_to_all; the tie goes to the lower sharded dim (PyTorch's order).
+    // The third candidate replicates both (every pointwise op's way out when no operand's layout is legal).
     ShardingDecision d = PropagateSharding(GetOp("add"), TensorList{a, b}, Attrs());
-    EXPECT_EQ(d.ToString(), "follow: inputs [S(0)], [S(0)] -> outputs [S(0)], 96 B, 1 moved, 2 candidates");
+    EXPECT_EQ(d.ToString(), "follow: inputs [S(0)], [S(0)] -> outputs [S(0)], 96 B, 1 moved, 3 candidates");
+    d = PropagateSharding(GetOp("add"), TensorList{b, a}, Attrs());
+    EXPECT_EQ(d.ToString(), "follow: inputs [S(0)], [S(0)] -> outputs [S(0)], 96 B, 1 moved, 3 candidates");
     // Replicate operands stay Replicate: chunking them is free but changes a layout (moved inputs count).
     d = PropagateSharding(GetOp("matmul"), TensorList{r, r}, Attrs());
     EXPECT_EQ(d.ToString(), "replicate: inputs [R], [R] -> outputs [R], 0 B, 0 moved, 1 candidates");

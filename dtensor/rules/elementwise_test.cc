@@ -133,6 +133,34 @@ TEST(ElementwiseRulesTest, EqualCostChoicesFollowPyTorchsOrder) {
   });
 }
 
+// A Shard is never padded into a Partial to meet another operand (PyTorch prices that move infinite) while
+// any other candidate exists: a bias sharded on its only dim joins a Partial matrix by reduce-scattering the
+// matrix, although padding the small bias moves fewer bytes. An in-place op writing a Partial has no other
+// candidate and still pads its source; operands crossed over two mesh axes fall back to Replicate.
+TEST(ElementwiseRulesTest, ShardsArePaddedToPartialsOnlyWhenNothingElseFits) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor m_full = Values({8, 8}), bias_full = Values({8}, DType::kFloat64, 1);
+    DTensor p = testing::MakeInput(m_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor bias = DistributeTensor(bias_full, mesh, ParsePlacements("S(0)"));
+    DTensor out;
+    EXPECT_EQ(CommOf([&] { out = DTensor(Add(p, bias)); }), "reduce_scatter(x) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("S(1)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Add(m_full, bias_full).ToDoubleVector(), 1e-12, "p + b");
+    DTensor s0 = DistributeTensor(m_full, mesh, ParsePlacements("S(0)"));
+    AddInPlace(p, s0, 1.0);
+    EXPECT_EQ(p.placements(), ParsePlacements("P(sum)"));
+    testing::ExpectClose(p.FullTensor().ToDoubleVector(), MulScalar(m_full, 2.0).ToDoubleVector(), 1e-12, "p += s0");
+  });
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({4, 6}), b_full = Values({4, 6}, DType::kFloat64, 1);
+    DTensor a = testing::MakeInput(a_full, mesh, ParsePlacements("P(sum), S(0)"), false).dt;
+    DTensor b = testing::MakeInput(b_full, mesh, ParsePlacements("S(0), P(sum)"), false).dt;
+    DTensor out(Sub(a, b));
+    EXPECT_EQ(out.placements(), ParsePlacements("R, R"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Sub(a_full, b_full).ToDoubleVector(), 1e-12, "a - b");
+  });
+}
+
 TEST(ElementwiseRulesTest, CloneKeepsPartialAndLikeOpsReplicateIt) {
   OnMesh1D(2, [](const DeviceMesh& mesh) {
     const Tensor full = Values({3, 2});

@@ -242,6 +242,21 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
       out.push_back(std::move(s));
     }
   }
+  // Everything replicated, as every PyTorch pointwise op also offers: the way out when each operand's layout
+  // would need another operand's Shard turned Partial (an implicit move PyTorch never makes, nor tessel).
+  if (!call.op.is_inplace) {
+    const std::vector<Placement> all_r(static_cast<size_t>(call.mesh_ndim()), Replicate{});
+    auto replicated = [&](int64_t ndim) { return ShardingState{all_r, ShardOrder(static_cast<size_t>(ndim))}; };
+    Strategy s;
+    s.kind = StrategyKind::kReplicate;
+    for (int i = 0; i < call.num_inputs(); ++i) {
+      s.inputs.push_back(call.defined(i) ? std::optional<ShardingState>(replicated(call.spec(i).ndim())) : std::nullopt);
+    }
+    s.outputs.emplace_back(OutputSpec{replicated(static_cast<int64_t>(out_shape.size())), out_shape, {}});
+    if (std::none_of(out.begin(), out.end(), [&](const Strategy& t) { return SameLayouts(s, t); })) {
+      out.push_back(std::move(s));
+    }
+  }
   // Candidates of equal cost resolve as PyTorch's do: its pointwise strategies list Shard(0), Shard(1), ...
   // of the output before any that keeps a Partial, and the first of equal cost wins. So a sharded output
   // comes before a Partial one (P(sum) + S(0): reduce-scatter the Partial, not partition the Shard), then the
