@@ -99,10 +99,25 @@ def wrap_all(table):
     return table
 
 
+def _lead(args):
+    """The DTensor argument whose layout the others of its shape take: of those shaped as the first DTensor, the
+    most sharded, the lowest sharded dims first, as torch's pointwise strategies rank theirs (a Replicate operand
+    is then sliced for free and a Partial one reduce-scattered, not the Shard gathered); the first on ties."""
+    dts = [a for a in args if isinstance(a, _Tensor) and a.is_distributed]
+    if not dts:
+        return None
+    same = [a for a in dts if tuple(a.shape) == tuple(dts[0].shape) and a.device_mesh == dts[0].device_mesh]
+
+    def rank(a):
+        dims = [p.dim if p.is_shard() else 1 << 30 for p in a.placements]
+        return (-sum(p.is_shard() for p in a.placements), dims)
+    return min(same, key=rank)
+
+
 def aligned_args(args):
-    """aligned's arguments: each DTensor's Partial mesh dims reduced (Replicate), and the DTensors of the first
-    one's shape on its placements, each moved by one redistribute."""
-    lead = next((a for a in args if isinstance(a, _Tensor) and a.is_distributed), None)
+    """aligned's arguments: each DTensor's Partial mesh dims reduced (Replicate), and the DTensors of the lead's
+    shape (_lead) on its placements, each moved by one redistribute."""
+    lead = _lead(args)
     if lead is None:
         return args
     from .distributed.tensor import Replicate

@@ -255,6 +255,16 @@ def test_composed_elementwise_functions_redistribute_each_argument_once():
         with CommDebugMode() as c:
             y = tessel.atan2(p, r)
         out["partial"] = (c.get_total_counts(), y.placements, y.full_tensor())
+        # The most sharded argument leads, as torch's strategies rank them: a Replicate first argument is sliced
+        # for free and a Partial one reduce-scattered (both gathered the sharded one to Replicate before).
+        rep, s1, s0 = (distribute_tensor(t, mesh, [pl]) for t, pl in ((tessel.tensor(A), Replicate()),
+                                                                      (b0, Shard(1)), (b0, Shard(0))))
+        with CommDebugMode() as c:
+            y = tessel.maximum(rep, s1)
+        out["replicate_first"] = (c.get_total_counts(), y.placements, y.full_tensor())
+        with CommDebugMode() as c:
+            y = tessel.atan2(p, s0)
+        out["partial_first"] = ({str(k): v for k, v in c.get_comm_counts().items()}, y.placements, y.full_tensor())
         return out
 
     got = on_two_ranks(body)
@@ -273,6 +283,12 @@ def test_composed_elementwise_functions_redistribute_each_argument_once():
                 assert g is None or tessel.allclose(g, w, atol=1e-6), name
         count, placements, y = got[r]["partial"]
         assert (count, placements) == (1, (Replicate(),))
+        assert tessel.allclose(y, tessel.atan2(tessel.tensor(A), b0), atol=1e-6)
+        count, placements, y = got[r]["replicate_first"]
+        assert (count, placements) == (0, (Shard(1),))
+        assert tessel.equal(y, tessel.maximum(tessel.tensor(A), b0))
+        counts, placements, y = got[r]["partial_first"]
+        assert (counts, placements) == ({"c10d_functional.reduce_scatter_tensor": 1}, (Shard(0),))
         assert tessel.allclose(y, tessel.atan2(tessel.tensor(A), b0), atol=1e-6)
 
 
