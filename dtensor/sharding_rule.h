@@ -7,7 +7,7 @@
 // optionally, how to rewrite the attrs for the local call (attrs that carry GLOBAL shapes, e.g.
 // sum_backward's "shape", must name LOCAL shapes) or a custom local computation (embedding masking,
 // loss-parallel cross_entropy, exact mean over uneven shards). The handler (dispatch.h) picks the
-// cheapest candidate by bytes moved, redistributes the inputs that must move, runs the local op and
+// cheapest candidate (PyTorch's cost model), redistributes the inputs that must move, runs the local op and
 // wraps the outputs (the role of PyTorch's OpStrategy / OpSpec and sharding_propagator).
 //
 // Invariant: rules are pure — no communication, no tensor data, same answer on every rank (they read
