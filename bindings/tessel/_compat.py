@@ -786,10 +786,14 @@ def _sort_indices(self, dim, descending, k=None):
         return None
     from ._tensor import wrap_dim
     d = wrap_dim(dim, self.ndim)  # torch's IndexError for an out-of-range dim (argsort returns this directly)
-    moved = self.detach().movedim(d, -1)
+    last = d == self.ndim - 1  # the common case: no dim moves, and a matrix is its own [rows, n]
+    moved = self.detach() if last else self.detach().movedim(d, -1)
     n = moved.shape[-1]
-    order = _C._functional._sort_indices(moved.reshape(-1, n), bool(descending), n if k is None else k)
-    return order.reshape(tuple(moved.shape[:-1]) + (order.shape[-1],)).movedim(-1, d)
+    order = _C._functional._sort_indices(moved if moved.ndim == 2 else moved.reshape(-1, n), bool(descending),
+                                         n if k is None else k)
+    if moved.ndim != 2:
+        order = order.reshape(tuple(moved.shape[:-1]) + (order.shape[-1],))
+    return order if last else order.movedim(-1, d)
 
 
 def _sort_order(self, dim, descending):
