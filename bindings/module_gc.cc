@@ -8,13 +8,15 @@
 //
 // The rule that keeps this sound: a module object reports its C++ side's references only while it owns that
 // C++ side for the collector's purposes, i.e. while every shared owner of the nn::Module is either this
-// object's holder or a parent that registered it from Python and itself keeps this object reachable (its
-// C++ anchors hold the object, or its Python object has the child in its dict and owns its own C++ side by
-// the same rule). Then the held objects are reachable exactly when this object is. Any other owner (a
-// module C++ created, a registration made in C++) makes the module report nothing, so the objects look
-// referenced from outside and stay: a leak, never a wrong free. The answer is computed once per collection
-// (gc.callbacks brackets each one), so every traversal pass of a collection sees the same graph even while
-// threads without the GIL copy or drop the modules' shared pointers.
+// object's holder or a parent whose C++ side anchors this very object (every registration made from Python
+// anchors the child's object in the parent: TakeOwnership in nn_py.cc). A live parent then keeps the object,
+// and so what it reports, reachable; a parent's dict is never trusted (Python code can edit it). Any other
+// owner (a module C++ created, a registration made in C++) makes the module report nothing, so the objects
+// look referenced from outside and stay: a leak, never a wrong free. The answer is computed once per
+// collection (gc.callbacks brackets each one, and the cache is used only while that callback is still
+// installed), so every traversal pass of a collection sees the same graph even while threads without the GIL
+// copy or drop the modules' shared pointers. A held object whose last C++ copy another thread drops stays
+// valid while this thread holds the GIL: ShareCallable's deleter takes the GIL to release it.
 //
 // Written here and not taken from pybind11: pybind11 2.10 offers custom_type_setup, the hook this uses,
 // but no model of objects owned through C++ shared pointers.
@@ -32,18 +34,24 @@ using nn::Module;
 
 // What Python asked `module`'s C++ side to keep, and the parents that took it from Python. Weak pointers
 // only: an entry never keeps anything alive, and a freed module's address can be reused (`module` tells).
+using Held = std::pair<std::weak_ptr<py::object>, py::object*>;
 struct Holds {
   std::weak_ptr<const Module> module;
-  std::vector<std::pair<std::weak_ptr<py::object>, py::object*>> objects;
+  std::vector<Held> objects;                                        // everything kept (anchors included)
+  std::unordered_map<PyObject*, std::vector<Held>> anchors;         // a child's object -> its anchors here
   std::vector<std::pair<std::weak_ptr<const Module>, const Module*>> parents;
 };
 
 struct GcState {
   std::unordered_map<const Module*, Holds> holds;
   size_t prune_at = 1024;
-  bool collecting = false;                            // between gc.callbacks' "start" and "stop"
-  std::unordered_map<const Module*, bool> decided;    // this collection's answers
-  PyTypeObject* module_type = nullptr;                // tessel.nn.Module
+  bool collecting = false;  // between gc.callbacks' "start" and "stop"
+  PyObject* callbacks = nullptr;  // gc.callbacks (a list) and our entry in it
+  PyObject* callback = nullptr;
+  // This collection's answers, by module address; the control block tells a module freed and another one
+  // allocated at its address apart.
+  std::unordered_map<const Module*, std::pair<std::weak_ptr<const Module>, bool>> decided;
+  PyTypeObject* module_type = nullptr;  // tessel.nn.Module
 };
 
 // Every access holds the GIL. Never freed: the collector can run until the interpreter's last moment.
@@ -54,6 +62,20 @@ GcState& State() {
 
 bool SameControlBlock(const std::weak_ptr<const Module>& a, const std::weak_ptr<const Module>& b) {
   return !a.owner_before(b) && !b.owner_before(a);
+}
+
+bool Alive(const Held& h, PyObject* obj) { return !h.first.expired() && h.second->ptr() == obj; }
+
+// Whether answers may be cached: inside a collection that our gc.callbacks entry bracketed and still brackets
+// (code that removes it mid-collection would otherwise leave the cache standing for good). No allocation:
+// the list is read in place.
+bool Caching() {
+  GcState& s = State();
+  if (!s.collecting || s.callbacks == nullptr || !PyList_Check(s.callbacks)) return false;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(s.callbacks); ++i) {
+    if (PyList_GET_ITEM(s.callbacks, i) == s.callback) return true;
+  }
+  return false;
 }
 
 // m's entry, or null; a stale entry (another module once at this address) is reset when `create`.
@@ -84,76 +106,45 @@ const Module* ModuleOf(PyObject* self) {
   }
 }
 
-// The Python object that co-owns `m` (holder constructed), or null.
-PyObject* OwningObjectOf(const Module* m) {
-  auto& instances = py::detail::get_internals().registered_instances;
-  const auto range = instances.equal_range(static_cast<const void*>(m));
-  for (auto it = range.first; it != range.second; ++it) {
-    PyObject* obj = reinterpret_cast<PyObject*>(it->second);
-    if (it->second->get_value_and_holder().holder_constructed() &&
-        PyObject_TypeCheck(obj, State().module_type)) {
-      return obj;
-    }
-  }
-  return nullptr;
-}
-
-bool HasDict(PyObject* obj) {
-  const PyTypeObject* t = Py_TYPE(obj);
-  return t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0;
-}
-
-// Whether parent's C++ side holds `obj` itself (an anchor, or anything else it keeps).
-bool CppHolds(const Module& parent, PyObject* obj) {
-  const Holds* h = Find(parent, /*create=*/false);
-  if (h == nullptr) return false;
-  return std::any_of(h->objects.begin(), h->objects.end(),
-                     [&](const auto& e) { return !e.first.expired() && e.second->ptr() == obj; });
-}
-
-const Module* Owns(PyObject* self, int depth);
-
-bool Decide(PyObject* self, const Module& m, int depth) {
+// Whether the module of `self` (m) is owned for the collector by `self`: its shared owners are self's holder and
+// registrations in parents whose C++ side anchors `self` (one anchor per registration).
+bool Decide(PyObject* self, const Module& m) {
   const long owners = m.weak_from_this().use_count();
   if (owners == 1) return true;  // this object's holder alone
   const Holds* h = Find(m, /*create=*/false);
   if (h == nullptr) return false;
-  long shadowed = 0;
-  std::vector<const Module*> seen;
-  for (const auto& [weak, parent] : h->parents) {
-    if (weak.expired() || std::find(seen.begin(), seen.end(), parent) != seen.end()) continue;
-    seen.push_back(parent);
-    long registrations = 0;  // NamedChildren only reads; it is non-const because it hands out Module*
-    for (const auto& [name, child] : const_cast<Module*>(parent)->NamedChildren()) registrations += child == &m;
-    if (registrations == 0) continue;
-    bool keeps_self = CppHolds(*parent, self);
-    if (!keeps_self) {
-      PyObject* parent_obj = OwningObjectOf(parent);
-      keeps_self = parent_obj != nullptr && HasDict(parent_obj) && Owns(parent_obj, depth + 1) != nullptr;
-    }
-    if (!keeps_self) return false;
-    shadowed += registrations;
+  long anchored = 0;
+  for (const auto& [weak, raw] : h->parents) {  // distinct parents (NoteModuleParent)
+    const std::shared_ptr<const Module> parent = weak.lock();  // pinned: a thread without the GIL may drop it
+    const Holds* ph = parent == nullptr ? nullptr : Find(*parent, /*create=*/false);
+    if (ph == nullptr) continue;
+    const auto it = ph->anchors.find(self);
+    if (it == ph->anchors.end()) continue;
+    anchored += std::count_if(it->second.begin(), it->second.end(), [&](const Held& a) { return Alive(a, self); });
   }
-  return owners == 1 + shadowed;
+  return owners == 1 + anchored;
 }
 
 // self's module when `self` reports (and may clear) what the module's C++ side holds (the rule at the top),
 // else null.
-const Module* Owns(PyObject* self, int depth) {
-  const Module* m = depth > 64 ? nullptr : ModuleOf(self);
+const Module* Owns(PyObject* self) {
+  const Module* m = ModuleOf(self);
   if (m == nullptr) return nullptr;
+  const bool caching = Caching();
   GcState& s = State();
-  if (s.collecting) {
+  if (caching) {
     const auto it = s.decided.find(m);
-    if (it != s.decided.end()) return it->second ? m : nullptr;
+    if (it != s.decided.end() && SameControlBlock(it->second.first, m->weak_from_this())) {
+      return it->second.second ? m : nullptr;
+    }
   }
-  const bool owns = Decide(self, *m, depth);
-  if (s.collecting) s.decided.emplace(m, owns);
+  const bool owns = Decide(self, *m);
+  if (caching) s.decided[m] = {m->weak_from_this(), owns};
   return owns ? m : nullptr;
 }
 
 int VisitHeld(PyObject* self, visitproc visit, void* arg) {
-  const Module* m = Owns(self, 0);
+  const Module* m = Owns(self);
   const Holds* h = m == nullptr ? nullptr : Find(*m, /*create=*/false);
   if (h == nullptr) return 0;
   for (const auto& [weak, object] : h->objects) {
@@ -163,7 +154,7 @@ int VisitHeld(PyObject* self, visitproc visit, void* arg) {
 }
 
 void ClearHeld(PyObject* self) {
-  const Module* m = Owns(self, 0);
+  const Module* m = Owns(self);
   Holds* h = m == nullptr ? nullptr : Find(*m, /*create=*/false);
   if (h == nullptr) return;
   std::vector<py::object> dropped;  // released after the registry is consistent: a release can run Python
@@ -171,6 +162,7 @@ void ClearHeld(PyObject* self) {
     if (!weak.expired()) dropped.push_back(std::exchange(*object, py::none()));
   }
   h->objects.clear();
+  h->anchors.clear();
 }
 
 extern "C" int ModuleTraverse(PyObject* self, visitproc visit, void* arg) {
@@ -211,6 +203,15 @@ void NoteModuleHolds(const Module& module, const std::shared_ptr<py::object>& ob
   h->objects.emplace_back(object, object.get());
 }
 
+void NoteModuleAnchor(const Module& parent, const std::shared_ptr<py::object>& child) {
+  NoteModuleHolds(parent, child);
+  Holds* h = Find(parent, /*create=*/false);
+  if (h == nullptr) return;
+  std::vector<Held>& anchors = h->anchors[child->ptr()];
+  std::erase_if(anchors, [](const auto& e) { return e.first.expired(); });
+  anchors.emplace_back(child, child.get());
+}
+
 void NoteModuleParent(const Module& child, const Module& parent) {
   Holds* h = Find(child, /*create=*/true);
   if (h == nullptr) return;
@@ -236,7 +237,12 @@ void InstallModuleGc() {
     s.decided.clear();
     s.collecting = name == "start";
   };
-  py::module_::import("gc").attr("callbacks").attr("append")(py::cpp_function(phase));
+  GcState& s = State();
+  py::object callbacks = py::module_::import("gc").attr("callbacks");
+  py::object callback = py::cpp_function(phase);
+  callbacks.attr("append")(callback);
+  s.callbacks = callbacks.release().ptr();  // kept for good, as the state is
+  s.callback = callback.release().ptr();
 }
 
 }  // namespace tessel::bindings

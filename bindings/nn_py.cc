@@ -204,19 +204,28 @@ std::shared_ptr<Module> SharedFromPython(Module& parent, const std::string& name
   return child.cast<std::shared_ptr<Module>>();
 }
 
+// The parent's C++ side keeps the child's Python object for as long as it is registered (a Python child's
+// forward lives there), and the cycle collector counts on it (module_gc.h).
+void AnchorRegistered(Module& parent, const std::string& name, const py::handle& child) {
+  std::shared_ptr<py::object> anchor = ShareCallable(py::reinterpret_borrow<py::object>(child));
+  NoteModuleAnchor(parent, anchor);
+  parent.AnchorChild(name, std::move(anchor));
+  NoteModuleParent(*child.cast<Module*>(), parent);
+}
+
 void TakeOwnership(Module& parent, const std::string& name, const py::handle& child) {
   for (const auto& [n, c] : parent.NamedChildren()) {
     TESSEL_CHECK(n != name, parent.type_name(), ": submodule '", name, "' is already registered");
   }
   parent.RegisterModule(name, SharedFromPython(parent, name, child));
-  NoteModuleParent(*child.cast<Module*>(), parent);
+  AnchorRegistered(parent, name, child);
 }
 
 // `parent.name = child` over an existing child (torch replaces it: a new head for fine-tuning,
 // model.layers[i] = wrapped); the old one stays usable wherever else it is held, as in torch.
 void ReplaceOwnership(Module& parent, const std::string& name, const py::handle& child) {
   parent.ReplaceChild(name, SharedFromPython(parent, name, child));
-  NoteModuleParent(*child.cast<Module*>(), parent);
+  AnchorRegistered(parent, name, child);
 }
 
 // `parent.name = None` / `del parent.name` over a child.
@@ -391,7 +400,7 @@ ModuleClass BindModule(py::module_& m) {
       .def("_remove_module", &RemoveOwnership)
       .def("_anchor_child", [](Module& self, const std::string& name, py::object child) {
         std::shared_ptr<py::object> anchor = ShareCallable(std::move(child));
-        NoteModuleHolds(self, anchor);
+        NoteModuleAnchor(self, anchor);
         self.AnchorChild(name, std::move(anchor));
       }, "Keeps child's Python object alive while it is this C++-created module's child `name`")
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")

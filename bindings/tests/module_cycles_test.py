@@ -167,3 +167,61 @@ def test_collections_on_another_thread_while_the_model_trains():
     del m
     gc.collect()
     assert ref() is None
+
+
+# From a review of the first version: a parent's dict was trusted to hold its children (an edit of the raw dict
+# made a live child's hook look unreachable), answers were cached by address until a "stop" that code removing
+# tessel's gc callback could suppress for good, and every child re-listed its parent's children.
+def test_a_child_dropped_only_from_its_parents_raw_dict_keeps_its_hook():
+    class P(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    p = P()
+    lin = p.fc
+    calls = []
+    lin.register_forward_hook(lambda mod, i, o, lin=lin: calls.append(1))  # a cycle through the child alone
+    del p.__dict__["_modules"]["fc"]  # the C++ registration stays, and with it the forward through fc
+    del lin
+    gc.collect()
+    p(tessel.randn(1, 2))
+    assert calls == [1]
+
+
+def test_a_collection_whose_gc_callback_was_removed_leaves_no_stale_answer():
+    tessel_callbacks = list(gc.callbacks)
+
+    def drop_tessels(phase, info):
+        if phase == "start":
+            for cb in tessel_callbacks:
+                if cb in gc.callbacks:
+                    gc.callbacks.remove(cb)
+    gc.callbacks.append(drop_tessels)
+    try:
+        gc.collect()  # tessel's callback saw "start", never "stop"
+    finally:
+        gc.callbacks.remove(drop_tessels)
+    try:
+        cfg = nn.GPTConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, seq_len=4)
+        g1 = nn.GPT(cfg, 0)
+        block = g1.layers[0]
+        del g1  # the block is now owned by its Python object alone
+        gc.collect()
+        del block
+        g2 = nn.GPT(cfg, 0)  # a new block, co-owned by g2 (maybe at the freed block's address)
+        block = g2.layers[0]
+        calls = []
+        block.register_forward_hook(lambda m, i, o, block=block: calls.append(1))
+        del block
+        gc.collect()
+        idx = tessel.zeros(1, 4, dtype=tessel.int64)
+        g2.loss(idx, idx)
+        assert calls == [1]
+    finally:
+        for cb in tessel_callbacks:
+            if cb not in gc.callbacks:
+                gc.callbacks.append(cb)

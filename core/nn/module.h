@@ -152,8 +152,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Puts `child` in the place of the direct child `name` (same name and position); returns the old one.
   std::shared_ptr<Module> ReplaceChild(const std::string& name, std::shared_ptr<Module> child);
   // Keeps `anchor` alive while the child `name` stays registered (released when it is removed or replaced,
-  // or with this module). The Python face anchors a Python-defined child's object here when this module
-  // was created by C++ and so has no Python dict to hold it (a LoRA layer put into a C++ GPT's block).
+  // or with this module). The Python face anchors the object of every child it registers here (a Python
+  // child's forward lives on it, and its cycle collector relies on the anchor: bindings/module_gc.h).
   void AnchorChild(const std::string& name, std::shared_ptr<void> anchor);
 
   // --- modes ---
