@@ -225,3 +225,58 @@ def test_a_collection_whose_gc_callback_was_removed_leaves_no_stale_answer():
         for cb in tessel_callbacks:
             if cb not in gc.callbacks:
                 gc.callbacks.append(cb)
+
+
+def test_fully_sharded_models_in_rank_threads_with_collections_from_hooks_and_another_thread():
+    """Rank threads run forward and backward without the GIL while collections run from the models' own hooks
+    and from a background thread: every hook call lands, and each fully_shard model caught in a cycle (hooks
+    bound to it, a Parameter pointing at it) is freed once dropped."""
+    from ranks_testing import on_ranks
+    from tessel.distributed.fsdp import fully_shard
+
+    class Sharded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.seen = nn.Linear(4, 8), nn.Linear(8, 2), 0
+
+        def forward(self, x):
+            return self.b(tessel.relu(self.a(x)))
+
+        def record(self, mod, inputs, output):
+            self.seen += 1
+            if self.seen % 3 == 0:
+                gc.collect()
+
+    def run(rank):
+        refs = []
+        for _ in range(3):
+            tessel.manual_seed(0)
+            m = Sharded()
+            m.a.register_forward_hook(m.record)
+            m.b.register_forward_hook(m.record)
+            m.register_full_backward_hook(lambda mod, gi, go: (gc.collect(), None)[1])
+            m.a.weight._owner = m
+            fully_shard(m.a)
+            fully_shard(m)
+            for _ in range(3):
+                m(tessel.randn(2, 4)).sum().backward()
+            assert m.seen == 6, m.seen
+            refs.append(weakref.ref(m))
+            del m
+        gc.collect()
+        return [r() is None for r in refs]
+
+    stop = threading.Event()
+
+    def collect():
+        while not stop.is_set():
+            gc.collect()
+
+    t = threading.Thread(target=collect)
+    t.start()
+    try:
+        got = on_ranks(2, run)
+    finally:
+        stop.set()
+        t.join()
+    assert got == {0: [True] * 3, 1: [True] * 3}
