@@ -39,7 +39,7 @@ struct Holds {
   std::weak_ptr<const Module> module;
   std::vector<Held> objects;                                        // everything kept (anchors included)
   std::unordered_map<PyObject*, std::vector<Held>> anchors;         // a child's object -> its anchors here
-  std::vector<std::pair<std::weak_ptr<const Module>, const Module*>> parents;
+  std::vector<std::weak_ptr<const Module>> parents;
 };
 
 struct GcState {
@@ -51,7 +51,6 @@ struct GcState {
   // This collection's answers, by module address; the control block tells a module freed and another one
   // allocated at its address apart.
   std::unordered_map<const Module*, std::pair<std::weak_ptr<const Module>, bool>> decided;
-  PyTypeObject* module_type = nullptr;  // tessel.nn.Module
 };
 
 // Every access holds the GIL. Never freed: the collector can run until the interpreter's last moment.
@@ -91,7 +90,7 @@ Holds* Find(const Module& m, bool create) {
     s.prune_at = std::max<size_t>(1024, 2 * s.holds.size());
   }
   Holds& h = s.holds[&m];
-  h = Holds{self, {}, {}};
+  h = Holds{.module = self};
   return &h;
 }
 
@@ -114,7 +113,7 @@ bool Decide(PyObject* self, const Module& m) {
   const Holds* h = Find(m, /*create=*/false);
   if (h == nullptr) return false;
   long anchored = 0;
-  for (const auto& [weak, raw] : h->parents) {  // distinct parents (NoteModuleParent)
+  for (const std::weak_ptr<const Module>& weak : h->parents) {  // distinct parents (NoteModuleParent)
     const std::shared_ptr<const Module> parent = weak.lock();  // pinned: a thread without the GIL may drop it
     const Holds* ph = parent == nullptr ? nullptr : Find(*parent, /*create=*/false);
     if (ph == nullptr) continue;
@@ -215,11 +214,10 @@ void NoteModuleAnchor(const Module& parent, const std::shared_ptr<py::object>& c
 void NoteModuleParent(const Module& child, const Module& parent) {
   Holds* h = Find(child, /*create=*/true);
   if (h == nullptr) return;
-  std::erase_if(h->parents, [](const auto& e) { return e.first.expired(); });
-  const auto is_parent = [&](const auto& e) { return e.second == &parent; };
-  if (std::none_of(h->parents.begin(), h->parents.end(), is_parent)) {
-    h->parents.emplace_back(parent.weak_from_this(), &parent);
-  }
+  std::erase_if(h->parents, [](const auto& e) { return e.expired(); });
+  const std::weak_ptr<const Module> self = parent.weak_from_this();
+  const auto is_parent = [&](const auto& e) { return SameControlBlock(e, self); };
+  if (std::none_of(h->parents.begin(), h->parents.end(), is_parent)) h->parents.push_back(self);
 }
 
 void SetUpModuleType(PyHeapTypeObject* heap_type, bool with_dict) {
@@ -228,7 +226,6 @@ void SetUpModuleType(PyHeapTypeObject* heap_type, bool with_dict) {
   type->tp_traverse = with_dict ? LayerTraverse : ModuleTraverse;
   type->tp_clear = with_dict ? LayerClear : ModuleClear;
   type->tp_dealloc = ModuleDealloc;
-  if (!with_dict) State().module_type = type;
 }
 
 void InstallModuleGc() {

@@ -398,11 +398,6 @@ ModuleClass BindModule(py::module_& m) {
       .def("_register_module", &TakeOwnership)
       .def("_replace_module", &ReplaceOwnership)
       .def("_remove_module", &RemoveOwnership)
-      .def("_anchor_child", [](Module& self, const std::string& name, py::object child) {
-        std::shared_ptr<py::object> anchor = ShareCallable(std::move(child));
-        NoteModuleAnchor(self, anchor);
-        self.AnchorChild(name, std::move(anchor));
-      }, "Keeps child's Python object alive while it is this C++-created module's child `name`")
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);

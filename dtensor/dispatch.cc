@@ -117,7 +117,7 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
 // some axis: a full-size buffer, zeros but the shard, which PyTorch's cost model prices infinite, so it happens
 // only when every candidate needs one (an in-place op writing a Partial from a Shard): P(sum) + S(0)
 // reduce-scatters the Partial instead of padding the Shard.
-// `micros` is PyTorch's estimate of the moves' time (MoveMicros); `bytes` (what the moves send) is reported.
+// `micros` is PyTorch's estimate of the moves' time and `bytes` what they send (PriceMove).
 struct Cost {
   int padded = 0;
   double micros = 0;
@@ -131,12 +131,22 @@ struct Cost {
   }
 };
 
-// PyTorch's cost model of a move (torch/distributed/tensor/_collective_utils.py, redistribute_cost), so equal
-// inputs choose as torch's DTensor chooses at every size: a ring collective over w ranks costs a fixed 6.6 µs,
-// 0.6 µs per hop (w - 1 hops; an all_reduce 2 (w - 1)) and its bytes' share (hops / w) at 87.7 GB/s; a
-// Shard -> Shard move is priced as an all_gather of the shard plus 1 µs, which makes small tensors gather
-// rather than all-to-all, as torch's do. Axes are taken in mesh order, the bytes growing by w after an
-// all_gather and shrinking by w after a reduce-scatter or a local chunk. A Replicate source moves for free.
+// What moving one input from `src` to `dst` costs, in one pass over the mesh axes:
+//   * bytes: what this rank sends (a ShardingDecision reports it; a tie-break after the time);
+//   * micros: PyTorch's cost model of the move (torch/distributed/tensor/_collective_utils.py, redistribute_cost),
+//     so equal inputs choose as torch's DTensor chooses at every size. A ring collective over w ranks costs a
+//     fixed 6.6 µs, 0.6 µs per hop (w - 1 hops; an all_reduce 2 (w - 1)) and its bytes' share (hops / w) at
+//     87.7 GB/s; a Shard -> Shard move is an all_gather of the shard plus 1 µs, which makes small tensors gather
+//     rather than all-to-all, as torch's do. Axes are taken in mesh order, the bytes growing by w after an
+//     all_gather and shrinking by w after a reduce-scatter or a local chunk. A Replicate source moves for free;
+//   * pads_a_shard: a Shard becomes a Partial on some axis (Cost::padded).
+// nullopt when the move is illegal (Partial(op1) -> Partial(op2) on an axis of more than one rank).
+struct MovePrice {
+  int64_t bytes = 0;
+  double micros = 0;
+  bool pads_a_shard = false;
+};
+
 constexpr double kRingLatencyMicros = 6.6, kHopMicros = 0.6, kBytesPerMicro = 87.7 * (1 << 30) / 1e6;
 
 double RingMicros(double bytes, int64_t w, int64_t hops) {
@@ -144,47 +154,51 @@ double RingMicros(double bytes, int64_t w, int64_t hops) {
          bytes * static_cast<double>(hops) / static_cast<double>(w) / kBytesPerMicro;
 }
 
-double MoveMicros(const DTensorSpec& src, const ShardingState& dst) {
+std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& dst) {
   const MeshTopology& mesh = src.mesh();
-  if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) return 0;
   int64_t shards = 1;
   for (int a = 0; a < mesh.ndim(); ++a) {
     if (IsShard(src.placement(a))) shards *= mesh.size(a);
   }
-  double bytes = static_cast<double>(src.numel() * ElementSize(src.dtype())) / static_cast<double>(shards);
-  double micros = 0;
+  const int64_t local = src.numel() * ElementSize(src.dtype()) / std::max<int64_t>(shards, 1);
+  double running = static_cast<double>(local);  // the bytes torch's model carries from step to step
+  MovePrice price;
   for (int a = 0; a < mesh.ndim(); ++a) {
     const Placement& p = src.placement(a);
     const Placement& q = dst.placements[static_cast<size_t>(a)];
     const int64_t w = mesh.size(a);
     if (p == q) continue;
-    if (IsShard(p) && IsReplicate(q)) {
-      bytes *= static_cast<double>(w);
-      micros += RingMicros(bytes, w, w - 1);
-    } else if (IsShard(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1) + 1.0;
-    } else if (IsPartial(p) && IsReplicate(q)) {
-      micros += RingMicros(bytes, w, 2 * (w - 1));
-    } else if (IsPartial(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1);
-      bytes /= static_cast<double>(w);
-    } else if (IsShard(p) && IsPartial(q)) {
-      micros += RingMicros(bytes * static_cast<double>(w), w, w - 1);  // padded (Cost::padded): an all_gather
+    if (w > 1 && IsPartial(p) && IsPartial(q)) return std::nullopt;
+    int64_t sent = 0;  // R -> S (local chunk) and R -> P (partition) send nothing
+    if (IsShard(p) && IsReplicate(q)) {  // all_gather
+      sent = local * (w - 1);
+      running *= static_cast<double>(w);
+      price.micros += RingMicros(running, w, w - 1);
+    } else if (IsShard(p) && IsShard(q)) {  // all_to_all
+      sent = local * (w - 1) / w;
+      price.micros += RingMicros(running, w, w - 1) + 1.0;
+    } else if (IsShard(p) && IsPartial(q)) {  // all_gather + partition
+      sent = local * (w - 1);
+      price.micros += RingMicros(running * static_cast<double>(w), w, w - 1);
+      price.pads_a_shard = true;
+    } else if (IsPartial(p) && IsReplicate(q)) {  // all_reduce
+      sent = 2 * local * (w - 1) / w;
+      price.micros += RingMicros(running, w, 2 * (w - 1));
+    } else if (IsPartial(p) && IsShard(q)) {  // reduce_scatter
+      sent = local * (w - 1) / w;
+      price.micros += RingMicros(running, w, w - 1);
+      running /= static_cast<double>(w);
     } else if (IsReplicate(p) && IsShard(q)) {
-      bytes /= static_cast<double>(w);
+      running /= static_cast<double>(w);
     }
+    if (w > 1) price.bytes += sent;
   }
-  if (micros == 0 && src.placements() == dst.placements && src.shard_order() != dst.order) {
-    micros = RingMicros(bytes, 2, 1) + 1.0;  // the same placements in another shard order: priced as an all-to-all
+  if (src.placements() == dst.placements && src.shard_order() != dst.order) {  // the same placements, reordered
+    if (price.bytes == 0) price.bytes = local;
+    if (price.micros == 0) price.micros = RingMicros(running, 2, 1) + 1.0;  // priced as an all-to-all
   }
-  return micros;
-}
-
-bool PadsAShard(const DTensorSpec& src, const ShardingState& dst) {
-  for (int a = 0; a < src.mesh().ndim(); ++a) {
-    if (IsShard(src.placement(a)) && IsPartial(dst.placements[static_cast<size_t>(a)])) return true;
-  }
-  return false;
+  if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) price.micros = 0;
+  return price;
 }
 
 std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index) {
@@ -200,11 +214,11 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     const DTensorSpec& spec = call.spec(i);
     if (spec.placements() == want->placements && spec.shard_order() == want->order) continue;
     if (i == 0 && call.op.is_inplace) return std::nullopt;  // the written tensor never moves
-    const std::optional<int64_t> bytes = RedistributeBytes(spec, *want);
-    if (!bytes) return std::nullopt;
-    cost.bytes += *bytes;
-    cost.micros += MoveMicros(spec, *want);
-    cost.padded += PadsAShard(spec, *want);
+    const std::optional<MovePrice> price = PriceMove(spec, *want);
+    if (!price) return std::nullopt;
+    cost.bytes += price->bytes;
+    cost.micros += price->micros;
+    cost.padded += price->pads_a_shard;
     ++cost.moved;
   }
   return cost;
@@ -376,27 +390,8 @@ TensorList RunElementwise(const OpCall& call) {
 }  // namespace
 
 std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingState& dst) {
-  const MeshTopology& mesh = src.mesh();
-  int64_t shards = 1;
-  for (int a = 0; a < mesh.ndim(); ++a) {
-    if (IsShard(src.placement(a))) shards *= mesh.size(a);
-  }
-  const int64_t local = src.numel() * ElementSize(src.dtype()) / std::max<int64_t>(shards, 1);
-  int64_t bytes = 0;
-  for (int a = 0; a < mesh.ndim(); ++a) {
-    const Placement& p = src.placement(a);
-    const Placement& q = dst.placements[static_cast<size_t>(a)];
-    const int64_t w = mesh.size(a);
-    if (w == 1 || p == q) continue;
-    if (IsPartial(p) && IsPartial(q)) return std::nullopt;  // P(op1) -> P(op2)
-    if (IsShard(p)) {
-      bytes += IsShard(q) ? local * (w - 1) / w : local * (w - 1);  // all_to_all : all_gather (+ partition)
-    } else if (IsPartial(p)) {
-      bytes += IsShard(q) ? local * (w - 1) / w : 2 * local * (w - 1) / w;  // reduce_scatter : all_reduce
-    }  // R -> S (local chunk) and R -> P (partition) move nothing
-  }
-  if (bytes == 0 && src.placements() == dst.placements && src.shard_order() != dst.order) bytes = local;
-  return bytes;
+  const std::optional<MovePrice> price = PriceMove(src, dst);
+  return price ? std::optional<int64_t>(price->bytes) : std::nullopt;
 }
 
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {

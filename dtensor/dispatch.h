@@ -15,7 +15,7 @@
 //     under ImplicitReplicationGuard (below), where one that does not require grad is Replicate.
 //   * All DTensor inputs must live on one mesh (kInvalidArgument naming both meshes).
 //   * Strategy choice: fewest Shards padded into Partials, then cheapest by PyTorch's cost model (a latency
-//     per collective, an all-to-all penalty, bytes at 87.7 GB/s: MoveMicros in dispatch.cc), then by bytes
+//     per collective, an all-to-all penalty, bytes at 87.7 GB/s: PriceMove in dispatch.cc), then by bytes
 //     moved, by number of inputs that change layout, by an ordered table of strategy kinds (TieBreakRank),
 //     then by rule order.
 //   * Inputs move with the redistribute executor, under grad mode off: autograd (above Dispatch) records

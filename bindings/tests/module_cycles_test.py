@@ -4,6 +4,7 @@ points at its module kept the whole model alive until exit, since Python's colle
 references; torch frees these models at the next collection. Each leak case checks that the model survives `del`
 (a cycle holds it) and is gone after gc.collect(); the safety cases check that a collection never takes hooks or
 parameters from a model that is still reachable."""
+import contextlib
 import gc
 import threading
 import weakref
@@ -46,6 +47,24 @@ def _freed_only_by_collection(build):
         return held_by_cycle and ref() is None
     finally:
         gc.enable()
+
+
+@contextlib.contextmanager
+def _collecting_on_another_thread():
+    """gc.collect() in a loop on a background thread for the duration of the block."""
+    stop = threading.Event()
+
+    def collect():
+        while not stop.is_set():
+            gc.collect()
+
+    t = threading.Thread(target=collect)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
 
 
 def _run(model):
@@ -148,20 +167,9 @@ def test_collections_on_another_thread_while_the_model_trains():
     m = Net()
     m.fc.register_forward_hook(m.record)
     m.register_full_backward_hook(lambda mod, gi, go: mod.seen.append("b"))
-    stop = threading.Event()
-
-    def collect():
-        while not stop.is_set():
-            gc.collect()
-
-    t = threading.Thread(target=collect)
-    t.start()
-    try:
+    with _collecting_on_another_thread():
         for _ in range(40):
             _run(m)
-    finally:
-        stop.set()
-        t.join()
     assert m.seen == ["Linear", "b"] * 40
     ref = weakref.ref(m)
     del m
@@ -266,17 +274,6 @@ def test_fully_sharded_models_in_rank_threads_with_collections_from_hooks_and_an
         gc.collect()
         return [r() is None for r in refs]
 
-    stop = threading.Event()
-
-    def collect():
-        while not stop.is_set():
-            gc.collect()
-
-    t = threading.Thread(target=collect)
-    t.start()
-    try:
+    with _collecting_on_another_thread():
         got = on_ranks(2, run)
-    finally:
-        stop.set()
-        t.join()
     assert got == {0: [True] * 3, 1: [True] * 3}

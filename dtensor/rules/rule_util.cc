@@ -250,7 +250,7 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
     Strategy s;
     s.kind = StrategyKind::kReplicate;
     for (int i = 0; i < call.num_inputs(); ++i) {
-      s.inputs.push_back(call.defined(i) ? std::optional<ShardingState>(replicated(call.spec(i).ndim())) : std::nullopt);
+      s.inputs.push_back(call.defined(i) ? std::make_optional(replicated(call.spec(i).ndim())) : std::nullopt);
     }
     s.outputs.emplace_back(OutputSpec{replicated(static_cast<int64_t>(out_shape.size())), out_shape, {}});
     if (std::none_of(out.begin(), out.end(), [&](const Strategy& t) { return SameLayouts(s, t); })) {
@@ -261,10 +261,13 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
   // of the output before any that keeps a Partial, and the first of equal cost wins. So a sharded output
   // comes before a Partial one (P(sum) + S(0): reduce-scatter the Partial, not partition the Shard), then the
   // lower sharded tensor dim, mesh axis by mesh axis (S(1) + S(0) gives S(0)); the rule's order after that.
-  std::stable_sort(out.begin(), out.end(), [](const Strategy& a, const Strategy& b) {
-    return TorchOrderKey(a) < TorchOrderKey(b);
-  });
-  return out;
+  std::vector<std::pair<std::vector<int64_t>, size_t>> order;  // each key built once, not per comparison
+  for (size_t k = 0; k < out.size(); ++k) order.emplace_back(TorchOrderKey(out[k]), k);
+  std::sort(order.begin(), order.end());  // the index breaks ties: stable
+  std::vector<Strategy> sorted;
+  sorted.reserve(out.size());
+  for (const auto& [key, k] : order) sorted.push_back(std::move(out[k]));
+  return sorted;
 }
 
 std::vector<Strategy> One(std::vector<std::optional<ShardingState>> inputs,

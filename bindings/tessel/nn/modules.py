@@ -327,10 +327,8 @@ def _setattr(self, name, value):
                 _set_parent(previous, None)
         else:
             self._register_module(name, value)  # the C++ parent shares its ownership (see bindings/nn_py.cc)
-        if _has_dict(self):
+        if _has_dict(self):  # (either way the C++ parent keeps the child's Python object: _register_module)
             self.__dict__.setdefault("_modules", {})[name] = value
-        else:  # a parent C++ created has no dict: its C++ side keeps the child's Python object (forward)
-            self._anchor_child(name, value)
         _set_parent(value, self)
     elif not isinstance(value, Module) and value is not None and \
             _dict(self).get("_modules", {}).get(name) is not None:  # torch: a child's name takes a module or None
