@@ -399,6 +399,8 @@ ModuleClass BindModule(py::module_& m) {
       .def("_replace_module", &ReplaceOwnership)
       .def("_remove_module", &RemoveOwnership)
       .def("_lookup", &Lookup, "This module's own parameter, buffer or child called `name`, or None")
+      .def("_has_buffer", &Module::HasBuffer, "Whether `name` is a buffer of this module, registered as None included")
+      .def("_buffer_is_persistent", &Module::BufferIsPersistent)
       .def("_registered", [](const Module& self, const std::string& name) {
         return self.HasParam(name) || self.HasBuffer(name);
       }, "Whether `name` is a parameter or buffer of this module, registered as None included")

@@ -107,9 +107,10 @@ nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mes
   // Resolve every pattern before applying any, so a typo leaves the module untouched.
   std::vector<std::vector<std::string>> matches;
   for (const auto& [pattern, style] : plan) {
-    TESSEL_CHECK(!pattern.empty(),
-                 "parallelize_module: empty FQN in the plan (pass a ParallelStyle to "
-                 "parallelize the module itself)");
+    if (pattern.empty()) {  // torch's shortcut: the key "" names the module itself, in its place in the plan
+      matches.push_back({""});
+      continue;
+    }
     matches.push_back(MatchModules(module, pattern));
     TESSEL_CHECK(!matches.back().empty(), "parallelize_module: plan entry '", pattern, "' (", StyleName(style),
                  ") matches no submodule of the ", module.type_name(), ": ",

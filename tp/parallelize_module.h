@@ -8,7 +8,8 @@
 // Invariant: every plan entry matches at least one submodule (kInvalidArgument naming the pattern and
 // what exists where matching stopped), entries apply in plan order, each matched module in pre-order;
 // a pattern is a dotted FQN whose atoms may use '*' (and '?', '[...]') wildcards matched per atom
-// (fnmatch), so "layers.*.attn.wq" matches one module per block and "*" only direct children.
+// (fnmatch), so "layers.*.attn.wq" matches one module per block and "*" only direct children; the pattern ""
+// is the module itself (torch's shortcut: a root PrepareModuleInput / PrepareModuleOutput in the same plan).
 // The mesh is 1-D, or has an axis named `tp_axis` (the styles run on mesh[tp_axis]).
 //
 // Example (Megatron MLP):

@@ -161,6 +161,27 @@ TEST(ParallelizeModuleTest, ColwiseTakesADTensorInputInAnotherLayoutAsTorchDoes)
   });
 }
 
+// torch's shortcut: the plan key "" names the module itself, in its place among the other entries (a root
+// PrepareModuleOutput next to its children's styles). It was refused as an empty FQN.
+TEST(ParallelizeModuleTest, ThePlanKeyEmptyAppliesItsStyleToTheModuleItself) {
+  RunTp(2, [](const dtensor::DeviceMesh& tp) {
+    Generator gen(0);
+    nn::GPT gpt(Tiny(), gen);
+    ParallelizeModule(gpt, tp,
+                      {{"layers.*.mlp.fc", ColwiseParallel{}},
+                       {"", PrepareModuleInput{.input_layouts = {Replicate{}, Replicate{}},
+                                               .desired_input_layouts = {Replicate{}, Replicate{}}}}});
+    EXPECT_EQ(PlacementsOf(gpt.Submodule("layers.1.mlp.fc")->Param("weight")), "[S(0)]");
+    EXPECT_FALSE(gpt.Submodule("wte")->Param("weight").is_distributed());
+    nn::Linear lin(8, 6, false, gen);
+    const Tensor w = Detach(lin.Param("weight"));
+    ParallelizeModule(lin, tp, {{"", ColwiseParallel{.use_local_output = false}}});
+    EXPECT_EQ(PlacementsOf(lin.Param("weight")), "[S(0)]");
+    const Tensor x = Randn({2, 8}, gen);
+    EXPECT_LE(RelErr(FullValues(lin(x)), Matmul(x, Transpose(w, 0, 1)).ToDoubleVector()), 1e-6);
+  });
+}
+
 TEST(ParallelizeModuleTest, SrcDataRankBroadcastsRankZerosValuesBeforePartitioning) {
   Generator ref_gen(0);
   nn::Linear ref(8, 6, true, ref_gen);

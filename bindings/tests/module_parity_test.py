@@ -2,7 +2,9 @@
 functional ops with gradients, optimizers, schedulers, nn.utils) found tessel different. Expected values are
 computed here another way: numpy sums and explicit bilinear weights, torch's closed-form gradients, the
 generator state before and after."""
+import copy
 import math
+import pickle
 import warnings
 import sys
 
@@ -389,3 +391,77 @@ def test_linalg_error_name_catches_a_singular_solve():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+class _Slots(nn.Module):
+    """One attribute of each kind: buffer `pos`, plain `w`, child `sub`, parameter `p`, buffer `b2`, plain `z`."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", tessel.zeros(3))
+        self.w = 3
+        self.sub = nn.Linear(2, 2)
+        self.p = nn.Parameter(tessel.ones(2))
+        self.register_buffer("b2", tessel.zeros(1))
+        self.z = 5
+
+
+def _kinds(m):
+    return ([n for n, _ in m.named_parameters()], [n for n, _ in m.named_buffers()],
+            [n for n, _ in m.named_children()], sorted(m.state_dict()))
+
+
+@pytest.mark.parametrize("name, value, want, kind", [
+    # (what torch 2.15 gives: parameters, buffers, children, state-dict keys; the attribute's type)
+    ("pos", lambda: nn.Parameter(tessel.zeros(3)),
+     (["p", "pos", "sub.weight", "sub.bias"], ["b2"], ["sub"], ["b2", "p", "pos", "sub.bias", "sub.weight"]),
+     "Parameter"),
+    ("w", lambda: nn.Parameter(tessel.ones(1)),
+     (["p", "w", "sub.weight", "sub.bias"], ["pos", "b2"], ["sub"], ["b2", "p", "pos", "sub.bias", "sub.weight", "w"]),
+     "Parameter"),
+    ("sub", lambda: nn.Parameter(tessel.ones(1)),
+     (["p", "sub"], ["pos", "b2"], [], ["b2", "p", "pos", "sub"]), "Parameter"),
+    ("b2", lambda: nn.Linear(1, 1),
+     (["p", "sub.weight", "sub.bias", "b2.weight", "b2.bias"], ["pos"], ["sub", "b2"],
+      ["b2.bias", "b2.weight", "p", "pos", "sub.bias", "sub.weight"]), "Linear"),
+    ("z", lambda: nn.Linear(1, 1),
+     (["p", "sub.weight", "sub.bias", "z.weight", "z.bias"], ["pos", "b2"], ["sub", "z"],
+      ["b2", "p", "pos", "sub.bias", "sub.weight", "z.bias", "z.weight"]), "Linear"),
+    ("pos", lambda: None, (["p", "sub.weight", "sub.bias"], ["b2"], ["sub"], ["b2", "p", "sub.bias", "sub.weight"]),
+     "NoneType"),
+])
+def test_assigning_another_kind_of_attribute_evicts_the_old_one_as_torch(name, value, want, kind):
+    # torch's __setattr__ removes a buffer, child or plain attribute of the name a Parameter takes (a buffer or plain
+    # attribute for a module): tessel kept both, so m.pos stayed a buffer too and deepcopy / pickle raised KeyError
+    # "attribute 'pos' already exists", and a plain attribute shadowed the new parameter or child (m.w read 3).
+    m = _Slots()
+    setattr(m, name, value())
+    assert _kinds(m) == want
+    assert type(getattr(m, name)).__name__ == kind
+    for copied in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert _kinds(copied) == want
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("p", lambda: nn.Linear(1, 1), "cannot assign 'Linear' as parameter 'p' (torch.nn.Parameter or None expected)"),
+    ("p", lambda: tessel.ones(2), "cannot assign 'Tensor' as parameter 'p' (torch.nn.Parameter or None expected)"),
+    ("pos", lambda: 7, "cannot assign 'int' as buffer 'pos' (torch.nn.Buffer, torch.Tensor or None expected)"),
+    ("sub", lambda: 7, "cannot assign 'int' as child module 'sub' (torch.nn.Module or None expected)"),
+])
+def test_assignments_torch_refuses_raise_its_type_error(name, value, message):
+    m = _Slots()
+    with pytest.raises(TypeError) as e:
+        setattr(m, name, value())
+    assert str(e.value) == message
+    assert _kinds(m) == _kinds(_Slots())  # nothing changed
+
+
+def test_a_buffer_set_to_none_keeps_its_persistence_for_the_next_tensor():
+    m = _Slots()
+    m.register_buffer("np", tessel.ones(2), persistent=False)
+    m.np = None
+    assert "np" not in dict(m.named_buffers()) and m.np is None
+    m.np = tessel.zeros(2)  # still a buffer, still non-persistent (torch keeps _non_persistent_buffers_set)
+    assert "np" in dict(m.named_buffers()) and "np" not in m.state_dict()
+    with pytest.raises(KeyError, match="attribute 'w' already exists"):
+        m.w = nn.Buffer(tessel.ones(1))  # torch: an nn.Buffer does not replace a plain attribute

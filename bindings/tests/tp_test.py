@@ -520,3 +520,25 @@ def test_comm_debug_mode_counts_the_tp_mlps_collectives_per_module_as_torchs_tut
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_the_plan_key_empty_applies_its_style_to_the_module_itself_as_torch():
+    # torch's shortcut (tensor/parallel/api.py): "" in a plan dict is the module itself, e.g. a root
+    # PrepareModuleOutput next to its children's styles. tessel refused it as an empty FQN.
+    x_np = inputs((3, 8))
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 6))
+        parallelize_module(model, mesh, {
+            "0": ColwiseParallel(use_local_output=False),
+            "": PrepareModuleOutput(output_layouts=Shard(-1), desired_output_layouts=Replicate())})
+        with tessel.CommTracer() as fwd:
+            y = model(tessel.from_numpy(x_np))
+        return str(model[0].weight.placements[0]), type(y).__name__, fwd.summary(), y.numpy()
+
+    want = linear_reference(x_np)[0]
+    for placement, kind, comm, y in on_ranks(fn).values():
+        assert placement == "S(0)" and kind == "Tensor"  # the root's output redistributed and made local
+        assert comm == "all_gather(tp) x1", comm  # the output layout move; a plain input needs none
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

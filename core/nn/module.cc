@@ -168,6 +168,10 @@ bool Module::HasBuffer(const std::string& name) const {
   return std::any_of(buffers_.begin(), buffers_.end(), [&](const auto& b) { return b.first == name; });
 }
 
+bool Module::BufferIsPersistent(const std::string& name) const {
+  return std::find(non_persistent_.begin(), non_persistent_.end(), name) == non_persistent_.end();
+}
+
 bool Module::HasParam(const std::string& name) const {
   return std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
 }

@@ -104,6 +104,7 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor OptionalParam(const std::string& name) const;
   bool HasParam(const std::string& name) const;
   bool HasBuffer(const std::string& name) const;  // registered, as None (undefined) included
+  bool BufferIsPersistent(const std::string& name) const;  // in the state dict when defined (torch's default)
   // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
   // `allow_new_shape` (fsdp/tp own that decision). `retire_old` marks the replaced handle
   // (TensorImpl::replaced_parameter) so an optimizer still holding it raises on Step; fsdp/ passes false

@@ -244,108 +244,11 @@ def _drop_child(self, name):
         _set_parent(child, None)
 
 
-def _delattr(self, name):
-    """del module.child / del module.attribute (torch drops the child and its state-dict entries)."""
-    modules = self.__dict__.get("_modules", {})
-    if name in modules or _child_module(self, name) is not None:
-        if _child_module(self, name) is not None:
-            _drop_child(self, name)
-        modules.pop(name, None)
-        return
-    if self._has_parameter(name):
-        if not self._has_python_forward:  # a C++ layer's forward reads it: assigning a tensor later would not reach it
-            raise NotImplementedError("%s: deleting parameter '%s' of a built-in layer is not supported; assign None "
-                                      "or a new nn.Parameter instead" % (type(self).__name__, name))
-        self._remove_parameter(name)  # torch: gone from parameters() and the state dict
-        return
-    if any(n == name for n, _ in self._named_buffers(False)):
-        self._remove_buffer(name)  # torch: gone from buffers() and the state dict
-        return
-    held = _complex_buffers(self)
-    if held is not None and name in held:
-        del held[name]
-        return
-    object.__delattr__(self, name)
-    if name == "forward":
-        self._forward_changed()
-
-
 _COMPLEX_KEY = "_tessel_complex_buffers"  # {name: [ComplexTensor, persistent]}: kept in Python (tessel/_complex.py)
 
 
 def _complex_buffers(module):
     return _dict(module).get(_COMPLEX_KEY)
-
-
-def _setattr(self, name, value):
-    if not self._constructed:  # before Module.__init__ (the C++ module does not exist yet: touching it crashed)
-        if isinstance(value, Parameter):
-            raise AttributeError("cannot assign parameters before Module.__init__() call")
-        if isinstance(value, Module):
-            raise AttributeError("cannot assign module before Module.__init__() call")
-        return object.__setattr__(self, name, value)  # a plain attribute, as torch's
-    held = _complex_buffers(self)
-    if held is not None and name in held:  # torch: assigning to a buffer's name replaces the buffer
-        if value is not None and not isinstance(value, ComplexTensor):
-            raise TypeError("cannot assign '%s' as the complex buffer '%s' (a complex tensor or None expected)"
-                            % (type(value).__name__, name))
-        if value is None:
-            del held[name]
-            _note_none(self, name, False, None)
-        else:
-            held[name][0] = value
-        return
-    if isinstance(value, Tensor):
-        plists = _dict(self).get("_modules", {}).get("parametrizations")
-        if plists is not None and name in plists:
-            plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
-            return
-    if isinstance(value, Buffer):  # torch 2.5's nn.Buffer: a buffer, not a plain attribute
-        return self.register_buffer(name, Tensor(value), persistent=value.persistent)
-    if isinstance(value, Parameter) or (value is None and self._has_parameter(name)):
-        _note_none(self, name, True, value)
-        if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))
-            _keep_frozen(value, lambda: self._set_parameter(name, value, True))
-        else:
-            _keep_frozen(value, lambda: self._register_parameter(name, value))
-        _adopt(self, name, value)
-    elif value is None and _child_module(self, name) is not None:  # torch: the child is dropped, the name is None
-        _drop_child(self, name)
-        self.__dict__.setdefault("_modules", {})[name] = None
-    elif isinstance(value, Module):
-        if _dict(self).get("_modules", {}).get(name) is value:  # model.layers[0] = model.layers[0]
-            return
-        if value is self:  # deeper cycles: the C++ registration refuses them (Module::CheckNotAncestorOf)
-            raise ValueError("%s: cannot register '%s': the module is an ancestor of %s"
-                             % (type(self).__name__, name, type(self).__name__))
-        previous = _dict(self).get("_modules", {}).get(name)
-        if previous is None and self._lookup(name) is not None and isinstance(self._lookup(name), Module):
-            previous = self._lookup(name)  # a child C++ created (a GPT's block): its Python object on demand
-        if previous is not None:  # torch replaces a child; the old one stays usable wherever else it is held
-            self._replace_module(name, value)
-            if _parent_of(previous) is self and not any(c is previous for _, c in self._named_children()):
-                _set_parent(previous, None)
-        else:
-            self._register_module(name, value)  # the C++ parent shares its ownership (see bindings/nn_py.cc)
-        if _has_dict(self):  # (either way the C++ parent keeps the child's Python object: _register_module)
-            self.__dict__.setdefault("_modules", {})[name] = value
-        _set_parent(value, self)
-    elif not isinstance(value, Module) and value is not None and \
-            _dict(self).get("_modules", {}).get(name) is not None:  # torch: a child's name takes a module or None
-        raise TypeError("cannot assign '%s' as child module '%s' (torch.nn.Module or None expected)"
-                        % (type(value).__name__, name))
-    elif isinstance(value, Tensor) and self._has_parameter(name):
-        if not isinstance(value, Parameter):  # torch: TypeError; tessel used to store it, frozen, silently
-            raise TypeError("cannot assign '%s' as parameter '%s' (torch.nn.Parameter or None expected)"
-                            % (type(value).__name__, name))
-        self._set_parameter(name, value)
-    elif isinstance(value, Tensor) and any(n == name for n, _ in self._named_buffers(False)):
-        # torch: assigning a tensor to a buffer's name replaces the buffer (persistence kept)
-        self.register_buffer(name, value, persistent=name in _persistent_buffer_names(self))
-    else:
-        object.__setattr__(self, name, value)
-        if name == "forward":  # `lin.forward = fn` on a C++ layer runs fn from then on, as torch
-            self._forward_changed()
 
 
 def _getattr(self, name):
@@ -842,6 +745,7 @@ from ._state_dict import (  # noqa: E402
 from ._module_lookup import get_buffer, get_parameter, get_submodule, set_submodule  # noqa: E402
 # copy.deepcopy lives in _copy.py (it reads _persistent_buffer_names above).
 from ._copy import _deepcopy  # noqa: E402
+from ._module_setattr import _delattr, _setattr  # noqa: E402
 
 from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_method, _listed,  # noqa: E402
                             _forward_pre_hook_method, _full_backward_hook_method, _hook, install_hook_dicts,
