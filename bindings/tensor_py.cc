@@ -185,7 +185,10 @@ py::array ToArray(const Tensor& t) {
                     "Tensor.numpy: the tensor of shape ", ShapeStr(src.sizes()), " has no bytes (fully_shard ",
                     "freed them when it resharded)");
   void* data = src.numel() > 0 ? src.raw_data() : nullptr;
-  return py::array(dt, shape, strides, data, py::cast(src));
+  // The array keeps the bytes themselves alive, not the tensor: `x.set_(y)` or `x.data = y` gives x other bytes,
+  // and an array whose base was x then pointed into freed memory that the next tensor reused.
+  auto* bytes = new Storage(src.impl()->storage());
+  return py::array(dt, shape, strides, data, py::capsule(bytes, [](void* p) { delete static_cast<Storage*>(p); }));
 }
 
 std::string Repr(const Tensor& t) {
@@ -593,7 +596,12 @@ void BindTensor(py::module_& m) {
         return HookRemoverObject(RegisterHook(t, [f](const Tensor& g) -> Tensor {
           py::gil_scoped_acquire gil;
           py::object r = (*f)(g);
-          return r.is_none() ? Tensor() : r.cast<Tensor>();
+          if (r.is_none()) return Tensor();
+          if (!py::isinstance<Tensor>(r)) {  // torch's TypeError (pybind11's cast error named no hook)
+            const auto kind = py::type::of(r).attr("__name__").cast<std::string>();
+            throw py::type_error(Str("expected Tensor, but hook returned '", kind, "'"));
+          }
+          return r.cast<Tensor>();
         }));
       })
       // torch's Tensor.register_post_accumulate_grad_hook(fn): fn(tensor) after a backward updated the leaf's

@@ -91,6 +91,18 @@ LoadResult CheckKeys(const StateDict& sd, const Metadata& md, const LoadOptions&
   return r;
 }
 
+// torch's refusal to write into a tensor whose elements share memory: an expanded tensor (a stride-0 dim of size
+// > 1) took the last saved value in every element.
+void CheckWritable(const std::string& fqn, const Tensor& t) {
+  const Tensor local = DescribeLocalShard("checkpoint load", fqn, t).local;
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, local.size(d) <= 1 || local.stride(d) != 0, "checkpoint load: '",
+                      fqn, "' is ", ShapeStr(local.sizes()), " with strides ", ShapeStr(local.strides()),
+                      ": more than one of its elements refers to a single memory location (an expanded tensor); "
+                      "load into a tensor of its own (.clone() it)");
+  }
+}
+
 void LoadTensor(const std::string& fqn, const Tensor& t, const TensorMeta& m, ChunkReader& reader, LoadResult& result) {
   const LocalShard dst = DescribeLocalShard("checkpoint load", fqn, t);
   if (Volume(dst.box) == 0) return;
@@ -114,6 +126,10 @@ void LoadTensor(const std::string& fqn, const Tensor& t, const TensorMeta& m, Ch
 LoadResult LoadFromMetadata(StateDict& state_dict, const Metadata& md, std::vector<std::string> paths,
                             const LoadOptions& options, const std::string& source) {
   LoadResult result = CheckKeys(state_dict, md, options, source);
+  for (const auto& [key, value] : state_dict) {  // before any write: a refused entry leaves every tensor as it was
+    const Tensor* t = std::get_if<Tensor>(&value);
+    if (t != nullptr && t->defined() && InCheckpoint(md, key)) CheckWritable(key, *t);
+  }
   ChunkReader reader(md, std::move(paths), options.verify_checksums, options.max_staging_bytes);
   for (auto& [key, value] : state_dict) {
     if (!InCheckpoint(md, key) || !Mismatch(md, key, value).empty()) continue;

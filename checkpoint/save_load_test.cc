@@ -12,6 +12,7 @@
 #include "checkpoint/testing/checkpoint_testing.h"
 #include "checkpoint/testing/checkpoint_testing_ranks.h"
 #include "core/base/error.h"
+#include "core/base/testing/expect_error.h"
 #include "dtensor/dtensor.h"
 
 namespace tessel::checkpoint {
@@ -174,6 +175,18 @@ TEST(SaveLoadTest, NonTensorEntriesScalarsEmptyAndStridedTensorsRoundTrip) {
   EXPECT_EQ(std::get<int64_t>(back["step"]), 42);
   EXPECT_EQ(std::get<double>(back["lr"]), 3e-4);
   EXPECT_EQ(std::get<std::string>(back["name"]), "gpt-tiny");
+}
+
+// Loading into a tensor whose elements share memory (an expand) wrote the last saved value into every element;
+// torch refuses to write into such a tensor. The refusal comes before any entry is written.
+TEST(SaveLoadTest, LoadingIntoAnExpandedTensorIsRefusedBeforeAnyWrite) {
+  const std::string dir = FreshDir("expanded");
+  Save(StateDict{{"a", Pattern({4}, DType::kFloat32, 3)}, {"w", Pattern({4}, DType::kFloat32, 5)}}, dir);
+  const Tensor a = Zeros({4});
+  StateDict back{{"a", a}, {"w", MakeView(Zeros({1}), {4}, {0}, 0)}};
+  ::tessel::testing::ExpectErrorContains([&] { Load(back, dir); }, ErrorCode::kFailedPrecondition,
+                                         {"checkpoint load: 'w' is [4] with strides [0]", "an expanded tensor"});
+  EXPECT_EQ(a.ToDoubleVector(), std::vector<double>(4, 0.0));
 }
 
 }  // namespace

@@ -205,11 +205,14 @@ AdamW = _C.AdamW  # the flat API's AdamW(model, lr=...); tessel.optim.AdamW is t
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
             disable=False):
     """torch.compile's signature for ported scripts: tessel runs eagerly (its kernels are already fused where
-    the step profile asked for it), so the module or function comes back unchanged, with torch.compile's
-    promise kept: the same results. Usable as a decorator, with or without arguments."""
+    the step profile asked for it), so a function comes back unchanged, and a module inside torch's wrapper
+    (`_dynamo.eval_frame.OptimizedModule`: `compiled._orig_mod`, state-dict keys under `_orig_mod.`), with
+    torch.compile's promise kept: the same results. Usable as a decorator, with or without arguments."""
     if model is None:
         return lambda fn: fn
-    return model
+    if disable or not isinstance(model, nn.Module) or isinstance(model, _dynamo.OptimizedModule):
+        return model
+    return _dynamo.OptimizedModule(model)
 _promoted = _dtypes.promoted
 
 

@@ -499,6 +499,9 @@ def _detach_(self):
 def _resize_(self, *size):
     """torch's resize_: the new shape, keeping the first elements in row-major order (new ones zero here)."""
     shape = [builtins.int(s) for s in (size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size)]
+    if any(s < 0 for s in shape):  # (a negative product sliced from the end: resize_(-1) kept all but one)
+        raise RuntimeError("Trying to create tensor with negative dimension %d: %s"
+                           % (next(s for s in shape if s < 0), shape))
     n = builtins.int(np.prod(shape)) if shape else 1
     flat = self.detach().reshape(-1)
     kept = flat[:n] if flat.shape[0] >= n else _C._functional.cat(

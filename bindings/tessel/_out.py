@@ -17,6 +17,12 @@ def write_out(result, out):
     if _C.is_grad_enabled() and (out.requires_grad or (isinstance(result, _C.Tensor) and result.requires_grad)):
         raise RuntimeError("functions with out=... arguments don't support automatic differentiation, but one of the "
                            "arguments requires grad.")
+    if isinstance(result, _C.Tensor) and result.dtype != out.dtype:
+        from ._namespace import can_cast
+        if not can_cast(result.dtype, out.dtype):  # torch's rule: a float result never truncates into an int out
+            from ._subscript import _torch_dtype_name
+            raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                               % (_torch_dtype_name(result.dtype), _torch_dtype_name(out.dtype)))
     if tuple(out.shape) != tuple(result.shape):
         out.resize_(*result.shape)
     with _C._GradMode(False):

@@ -311,3 +311,15 @@ def test_a_mesh_over_some_ranks_is_built_and_used_by_them_alone():
         assert t.item() == 4.0
 
     _on_ranks(4, fn)
+
+
+def test_placements_that_are_not_placements_are_a_type_error_naming_the_entry():
+    def fn(r, w):
+        mesh = init_device_mesh("cpu", (w,))
+        with pytest.raises(TypeError, match=r"distribute_tensor: placements\[0\] is 0 \(int\); expected Shard\(dim\), "
+                                            r"Replicate\(\) or Partial\(\)"):
+            distribute_tensor(tessel.ones(4), mesh, [0])  # pybind11's "Unable to cast Python instance" before
+        with pytest.raises(TypeError, match=r"DTensor.from_local: placements\[0\] is 'S\(0\)' \(str\)"):
+            dtm.DTensor.from_local(tessel.ones(2), mesh, ["S(0)"])
+
+    _on_ranks(2, fn)

@@ -117,6 +117,30 @@ def test_the_root_cause_is_the_earliest_failure_when_two_fail_within_one_poll(tm
     assert lines[i + 1] == "[tessel.distributed.run]   KeyError: 'the first failure'"
 
 
+def test_a_rank_killed_by_a_signal_is_the_root_cause_over_the_peer_that_reported_it(tmp_path):
+    """Rank 1 crashes (SIGSEGV: no error file), rank 0 fails right after under @record, within the same poll: the
+    crash is the root cause. The error files' times named rank 0, the only one that wrote one."""
+    out, _ = launch(tmp_path, """
+        import os, signal, time
+        from tessel.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            if os.environ["RANK"] == "1":
+                open("rank1_crashing", "w").close()
+                os.kill(os.getpid(), signal.SIGSEGV)
+            while not os.path.exists("rank1_crashing"):
+                time.sleep(0.001)
+            time.sleep(0.2)
+            raise RuntimeError("rank 0 failed after its peer")
+
+        main()
+    """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert ("[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), killed by signal "
+            "SIGSEGV (11)") in out.stderr.splitlines(), out.stderr
+
+
 def test_max_restarts_runs_the_group_again(tmp_path):
     out, _ = launch(tmp_path, """
         import os

@@ -153,3 +153,51 @@ def test_removed_module_hooks_leave_nothing_behind():
     m = nn.Linear(4, 4)
     assert _growth(lambda: m.register_forward_hook(lambda *a: None).remove(), n=2000) < 30  # was 1 per pair
     assert not m.__dict__.get("_tessel_hook_regs")
+
+
+def test_an_array_from_numpy_keeps_its_bytes_after_the_tensor_takes_others():
+    # The array's base was the tensor: x.set_(y) or x.data = y gave x other bytes and freed the old ones, so the
+    # array read and wrote whatever tensor the allocator put there next (a write into `a` landed in `b`).
+    for rebind in (lambda x: x.set_(tessel.zeros(10)), lambda x: setattr(x, "data", tessel.zeros(3))):
+        x = tessel.arange(100000.0)
+        a = x.numpy()
+        rebind(x)
+        gc.collect()
+        b = tessel.full((100000,), 9.0)
+        assert a[:3].tolist() == [0.0, 1.0, 2.0] and a[-1] == 99999.0
+        a[:] = 12345.0
+        assert b[:3].tolist() == [9.0, 9.0, 9.0] and x.tolist()[:3] == [0.0, 0.0, 0.0]
+
+
+def test_a_graph_of_a_hundred_thousand_python_ops_is_freed_without_a_crash():
+    # ~Node released its inputs' nodes recursively: the chain overflowed the main thread's stack (SIGSEGV) when the
+    # last tensor went, after a backward or without one.
+    for backward in (False, True):
+        x = tessel.ones(1, requires_grad=True)
+        y = x
+        for _ in range(100000):
+            y = y + 1.0
+        assert y.item() == 100001.0
+        if backward:
+            y.sum().backward()
+            assert x.grad.tolist() == [1.0]
+        del y
+
+
+def test_hooks_returning_something_else_than_the_gradient_raise_torchs_errors():
+    x = tessel.ones(2, requires_grad=True)
+    x.register_hook(lambda g: 5)
+    try:
+        x.sum().backward()
+        raise AssertionError("no error")
+    except TypeError as e:  # pybind11's "Unable to cast Python instance to C++ type" before
+        assert str(e) == "expected Tensor, but hook returned 'int'"
+    x = tessel.ones(2, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: tessel.ones(3))
+    try:
+        y.sum().backward()
+        raise AssertionError("no error")
+    except RuntimeError as e:  # an internal error ("this is a tessel bug") before
+        assert "a tensor hook has changed the size of value: the gradient is [2] float32" in str(e), str(e)
+        assert "the hook returned [3] float32" in str(e)

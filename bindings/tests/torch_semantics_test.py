@@ -792,3 +792,38 @@ def test_second_derivatives_through_functions_that_save_their_outputs():
             np.testing.assert_allclose(h.numpy(), (up.numpy() - down.numpy()) / (2 * eps), rtol=1e-5)
     finally:
         tessel.set_default_dtype(tessel.float32)
+
+
+def test_out_refuses_a_result_it_cannot_hold_and_resize_refuses_negative_sizes_as_torch():
+    out = tessel.zeros(3, dtype=tessel.int64)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        tessel.mul(tessel.tensor([0.5, 1.5, 2.7]), 1.0, out=out)  # it truncated into [0, 1, 2] silently
+    assert out.tolist() == [0, 0, 0]
+    wide = tessel.zeros(2, dtype=tessel.float64)
+    tessel.add(tessel.ones(2), 1, out=wide)  # a float32 result widens into a float64 out, as torch's
+    assert wide.tolist() == [2.0, 2.0] and wide.dtype == tessel.float64
+    for shape in ((-1,), (-1, 4)):  # resize_(-1) kept all elements but the last; (-1, 4) gave [1, 4]
+        with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension -1"):
+            tessel.arange(8.0).resize_(*shape)
+
+
+def test_compile_wraps_a_module_as_torchs_optimized_module():
+    # torch.compile(module) returns torch._dynamo.eval_frame.OptimizedModule: `_orig_mod`, keys under `_orig_mod.`,
+    # attributes read and written through. tessel returned the module itself, so `compiled._orig_mod` raised and
+    # `hasattr(model, "_orig_mod")` checks (HF's unwrap) took the other branch. Expected values are torch 2.15's.
+    m = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    c = tessel.compile(m)
+    assert type(c).__name__ == "OptimizedModule" and isinstance(c, tessel._dynamo.eval_frame.OptimizedModule)
+    assert c._orig_mod is m and list(c.state_dict()) == ["_orig_mod.0.weight", "_orig_mod.0.bias"]
+    assert [n for n, _ in c.named_modules()] == ["", "_orig_mod", "_orig_mod.0", "_orig_mod.1"]
+    x = tessel.ones(1, 2)
+    assert c(x).tolist() == m(x).tolist()
+    c.eval()
+    assert not m.training
+    c.foo = 3
+    assert m.foo == 3 and c.foo == 3
+    assert tessel.compile(m, disable=True) is m and tessel.compile(c) is c
+    f = lambda t: t + 1  # noqa: E731
+    assert tessel.compile(f) is f
+    from tessel._dynamo.eval_frame import OptimizedModule  # importable as torch's module path
+    assert OptimizedModule is type(c)

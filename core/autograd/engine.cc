@@ -197,8 +197,7 @@ TensorList Grad(const TensorList& outputs, const TensorList& inputs, const Tenso
               Tensor g = in.size() > targets[i].input_nr ? in[targets[i].input_nr] : Tensor();
               if (leaf && g.defined()) {  // the leaf's own hooks, which AccumulateGrad would have run
                 inputs[i].impl()->EnsureAutogradMeta().hooks.ForEach([&](const TensorHook& hook) {
-                  Tensor replaced = hook(g);
-                  if (replaced.defined()) g = std::move(replaced);
+                  g = autograd::HookResult(g, hook(g));
                   return true;
                 });
               }

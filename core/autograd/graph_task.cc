@@ -58,8 +58,7 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
     if (run_hooks && i < n->output_hooks.size()) {
       n->output_hooks[i].ForEach([&](const TensorHook& hook) {
         if (!in[i].defined()) return false;
-        Tensor replaced = hook(in[i]);
-        if (replaced.defined()) in[i] = std::move(replaced);
+        in[i] = HookResult(in[i], hook(in[i]));
         return true;
       });
     }

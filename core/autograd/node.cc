@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
@@ -18,7 +19,49 @@ std::atomic<uint64_t> next_sequence_nr{0};
 }  // namespace
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
-Node::~Node() = default;
+
+namespace {
+// Nodes whose last owner was a Node being destroyed on this thread, released one at a time by the outermost
+// ~Node (torch's deleteNode does the same).
+thread_local std::vector<std::shared_ptr<Node>>* releasing = nullptr;
+}  // namespace
+
+// A graph's nodes own their inputs' nodes (next_edges), so releasing a chain recursively took one stack frame
+// per node: a 100k-op chain (a Python loop of `y = y + 1`) overflowed the stack and crashed when it was freed.
+// Here a node hands its edges to the outermost destructor's queue before its members (saved tensors, whose
+// grad_fn is normally also one of those edges) go, so the depth stays constant whatever the graph's length.
+Node::~Node() {
+  if (releasing != nullptr) {
+    for (Edge& e : next_edges) {
+      if (e.node != nullptr) releasing->push_back(std::move(e.node));
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> queue;
+  releasing = &queue;
+  for (Edge& e : next_edges) {
+    if (e.node != nullptr) queue.push_back(std::move(e.node));
+  }
+  while (!queue.empty()) {
+    std::shared_ptr<Node> last = std::move(queue.back());
+    queue.pop_back();
+    last.reset();  // if this was its last owner, its destructor queues its own edges
+  }
+  releasing = nullptr;
+}
+
+Tensor HookResult(const Tensor& grad, Tensor replaced) {
+  if (!replaced.defined()) return grad;
+  const char* what = replaced.sizes() != grad.sizes()     ? "size"
+                     : replaced.dtype() != grad.dtype()   ? "type"
+                     : replaced.device() != grad.device() ? "device"
+                                                          : nullptr;
+  TESSEL_CHECK(what == nullptr, "backward hook: a tensor hook has changed the ", what, " of value: the gradient is ",
+               ShapeStr(grad.sizes()), " ", DTypeName(grad.dtype()), " on ", grad.device().ToString(),
+               ", the hook returned ", ShapeStr(replaced.sizes()), " ", DTypeName(replaced.dtype()), " on ",
+               replaced.device().ToString());
+  return replaced;
+}
 
 TensorList Node::ApplyMasked(TensorList grads, std::span<const bool> needs) {
   TensorList out = Apply(std::move(grads));
@@ -48,8 +91,7 @@ TensorList AccumulateGrad::Apply(TensorList grads) {
   AutogradMeta& meta = leaf_.impl()->EnsureAutogradMeta();
   meta.hooks.ForEach([&](const TensorHook& hook) {
     if (!g.defined()) return false;
-    Tensor replaced = hook(g);
-    if (replaced.defined()) g = std::move(replaced);
+    g = HookResult(g, hook(g));
     return true;
   });
   if (g.defined() && leaf_grad_layout != nullptr && g.is_distributed() && leaf_.is_distributed()) {

@@ -96,6 +96,11 @@ class AccumulateGrad final : public Node {
 using LeafGradLayout = Tensor (*)(const Tensor& grad, const Tensor& leaf);
 void SetLeafGradLayout(LeafGradLayout layout);
 
+// What a tensor hook returned for gradient `grad`: itself when the hook returned nothing, else `replaced` once
+// it has grad's shape, dtype and device (torch's check_single_result: kInvalidArgument "hook has changed the
+// size of value ..."; a wrong shape used to reach the backward formulas and fail as an internal error).
+Tensor HookResult(const Tensor& grad, Tensor replaced);
+
 // Edge into the graph for a tensor: its grad_fn output, or its leaf accumulator (created on demand).
 // Invalid edge when the tensor does not require grad.
 Edge GradientEdge(const Tensor& t);

@@ -8,6 +8,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/testing/expect_error.h"
+#include "core/ops/concat.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
@@ -23,6 +24,26 @@ namespace {
 using testing::ExpectAllClose;
 using testing::ExpectGradcheck;
 using testing::RandDouble;
+
+// A graph's nodes own their inputs' nodes, and ~Node released them recursively: a chain of 100k ops (a Python
+// loop of `y = y + 1`) overflowed the stack and crashed when it was freed, with or without a backward first.
+// Mul saves both operands, so each node's saved tensor also reaches the node before it.
+TEST(ElementwiseTest, AChainOfAQuarterMillionOpsIsFreedWithoutDeepRecursion) {
+  constexpr int kOps = 250000;
+  for (const bool backward : {false, true}) {
+    Tensor x = Full({1}, 1.0);
+    x.set_requires_grad(true);
+    const Tensor c = Full({1}, 1.0);
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i) y = Mul(AddScalar(y, 0.5), c);
+    EXPECT_EQ(y.ToDoubleVector(), std::vector<double>{1.0 + 0.5 * kOps});
+    if (backward) {
+      Backward(Sum(y));
+      EXPECT_EQ(x.grad().ToDoubleVector(), std::vector<double>{1.0});
+    }
+    y = Tensor();  // the whole chain goes here
+  }
+}
 
 TEST(ElementwiseTest, BroadcastingMatchesNaiveLoops) {
   Tensor a = RandDouble({2, 3, 4}, 1);
@@ -297,6 +318,23 @@ TEST(ElementwiseTest, HooksSeeAndReplaceGradients) {
   EXPECT_EQ(seen, (std::vector<double>{1, 1}));
   EXPECT_EQ(post, 1);
   EXPECT_EQ(x.grad().ToVector<double>(), (std::vector<double>{30, 30}));
+}
+
+// A hook's replacement must keep the gradient's shape, dtype and device (torch's check_single_result). A wrong
+// shape from a non-leaf's hook reached the backward formulas and was reported as a tessel bug (kInternal).
+TEST(ElementwiseTest, AHookThatChangesTheGradientsShapeOrDtypeIsAnErrorNamingBoth) {
+  for (const bool leaf : {false, true}) {
+    Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+    Tensor h = MulScalar(x, 3.0);
+    RegisterHook(leaf ? x : h, [](const Tensor& g) { return Cat({g, g}, 0); });
+    ::tessel::testing::ExpectErrorContains([&] { Backward(Sum(MulScalar(h, 1.0))); }, ErrorCode::kInvalidArgument,
+                                 {"tensor hook has changed the size of value", "gradient is [2] float64",
+                                  "the hook returned [4] float64"});
+  }
+  Tensor x = FromVector<double>({1, 2}).set_requires_grad(true);
+  RegisterHook(x, [](const Tensor& g) { return Cast(g, DType::kFloat32); });
+  ::tessel::testing::ExpectErrorContains([&] { Backward(Sum(MulScalar(x, 3.0))); }, ErrorCode::kInvalidArgument,
+                               {"changed the type of value", "the hook returned [2] float32"});
 }
 
 // The retained .grad is the gradient as every hook left it, whatever the registration order (torch runs the

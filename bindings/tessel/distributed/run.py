@@ -183,9 +183,13 @@ class _Logs:
 
 
 def _first_failure(procs, files, seen):
-    """Of the workers failed by now, the one whose error file records the earliest time (torch's first observed
-    failure; two that fail within one poll were told apart by list order), else `seen`."""
+    """Of the workers failed by now: one killed by a signal (a crash writes no error file, and its peers' errors
+    about it, written later, named them instead), else the one whose error file records the earliest time (torch's
+    first observed failure; two that fail within one poll were told apart by list order), else `seen`."""
     import json
+    crashed = [i for i, p in enumerate(procs) if p.poll() is not None and p.returncode < 0]
+    if crashed:
+        return seen if seen in crashed else crashed[0]
     times = {}
     for i, p in enumerate(procs):
         if p.poll() in (None, 0):
@@ -313,8 +317,12 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                 print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
                       % (rank, code, restart + 1, max_restarts), file=log, flush=True)
                 continue
-            print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), exit code "
-                  "%d" % (rank, failed, code), file=log)
+            how = "exit code %d" % code
+            if code < 0:
+                how = "killed by signal %s (%d)" % (signal.Signals(-code).name if -code in signal.valid_signals()
+                                                    else "?", -code)
+            print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), %s"
+                  % (rank, failed, how), file=log)
             if message:
                 print("[tessel.distributed.run]   " + message, file=log)
                 for line in stack.rstrip().splitlines():

@@ -38,7 +38,7 @@ class DTensor(metaclass=_DTensorMeta):
         redistributed to before its local piece becomes local_tensor's gradient (default: placements, Partial
         read as Replicate)."""
         device_mesh = _mesh_or_current(device_mesh)
-        placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
+        placements = _placement_list(placements, device_mesh, "DTensor.from_local")
         return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
                              None if stride is None else list(stride), run_check,
                              None if grad_placements is None else list(grad_placements))
@@ -55,9 +55,22 @@ def _local_tensor(self):
 _C.Tensor._local_tensor = property(_local_tensor)
 
 
+def _placement_list(placements, device_mesh, op):
+    """The placements as a list (Replicate on every mesh dim when None); anything but a Shard / Replicate /
+    Partial in it is a TypeError naming it (pybind11's cast error named neither the op nor the entry)."""
+    if placements is None:
+        return [Replicate()] * device_mesh.ndim
+    placements = list(placements)
+    for i, p in enumerate(placements):
+        if not isinstance(p, Placement):
+            raise TypeError("%s: placements[%d] is %r (%s); expected Shard(dim), Replicate() or Partial()"
+                            % (op, i, p, type(p).__name__))
+    return placements
+
+
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
     device_mesh = _mesh_or_current(device_mesh)
-    placements = list(placements) if placements is not None else [Replicate()] * device_mesh.ndim
+    placements = _placement_list(placements, device_mesh, "distribute_tensor")
     if isinstance(tensor, DTensor):  # torch: a DTensor already so placed is returned as it is
         if tensor.device_mesh != device_mesh:
             raise ValueError("Cannot distribute a DTensor with device mesh %s to a different device mesh %s."
