@@ -96,6 +96,10 @@ Holds* Find(const Module& m, bool create) {
 
 const Module* ModuleOf(PyObject* self) {
   auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  // tp_alloc tracks the object before pybind11 lays out its value and holder (zeroed memory: not simple, no
+  // table), and that layout's own allocation (a weakref to a new type's cache) can run a collection that
+  // traverses it: get_value_and_holder() read the null table and crashed.
+  if (!inst->simple_layout && inst->nonsimple.values_and_holders == nullptr) return nullptr;
   const py::detail::value_and_holder v_h = inst->get_value_and_holder();
   if (v_h.value_ptr() == nullptr || !v_h.holder_constructed()) return nullptr;  // before __init__, non-owning
   try {

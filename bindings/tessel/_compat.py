@@ -745,6 +745,10 @@ def _gather(self, dim, index, *, sparse_grad=False):
         raise RuntimeError("gather(): Expected dtype int64 for index")
     if idx.ndim != self.ndim:
         raise RuntimeError("gather: index tensor must have the same number of dimensions as input tensor")
+    for d in range(self.ndim):  # torch: the index may be no longer than self in the other dims
+        if d != dim and idx.shape[d] > self.shape[d]:
+            raise RuntimeError("Size does not match at dimension %d expected index %s to be no larger than self %s "
+                               "apart from dimension %d" % (d, list(idx.shape), list(self.shape), dim))
     size = self.shape[dim] if self.ndim else 1
     if idx.size and (idx.min() < 0 or idx.max() >= size):  # no wrap-around, as torch
         bad = idx[(idx < 0) | (idx >= size)].reshape(-1)[0]

@@ -126,6 +126,9 @@ def einsum(equation, *operands):
     elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     subs, out = _einsum_parse(equation, operands)
+    for c in out:  # (the reduction's lookup raised "substring not found")
+        if not any(c in sub for sub in subs):
+            raise RuntimeError("einsum(): output subscript %s does not appear in the equation for any input operand" % c)
     integral = all(not t.dtype.is_floating_point for t in operands)
     if integral:  # through float64 (the matmuls are floating), exact below 2^53, then back to int64
         operands = tuple(t.double() for t in operands)

@@ -885,7 +885,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     """A random permutation of 0..n-1 (drawn from the generator, so manual_seed decides it)."""
     check_cpu(device, "randperm")
     if builtins.int(n) < 0:
-        raise RuntimeError("n must be non-negative, got%d" % builtins.int(n))
+        raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]" % (builtins.int(n), builtins.int(n)))
     return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
 
 

@@ -6,6 +6,9 @@ references; torch frees these models at the next collection. Each leak case chec
 parameters from a model that is still reachable."""
 import contextlib
 import gc
+import os
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -277,3 +280,26 @@ def test_fully_sharded_models_in_rank_threads_with_collections_from_hooks_and_an
     with _collecting_on_another_thread():
         got = on_ranks(2, run)
     assert got == {0: [True] * 3, 1: [True] * 3}
+
+
+def test_a_collection_while_a_new_module_subclass_is_allocated_does_not_crash():
+    # tp_alloc tracks the object before pybind11 lays out its value and holder; that layout's allocation (a weakref
+    # to a new type's cache) ran a collection whose traversal read the missing table: SIGSEGV at the first
+    # instance of a new subclass (a training script's first model build, with default thresholds).
+    script = """
+import gc
+import tessel
+from tessel import nn
+gc.set_threshold(1)
+made = []
+for i in range(40):
+    base = (nn.Module, nn.Linear, nn.Sequential)[i % 3]
+    cls = type("M%d" % i, (base,), {})
+    made.append(cls(2, 2) if base is nn.Linear else cls())
+print(len(made), sum(1 for m in made if isinstance(m, nn.Module)))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["40", "40"]
+

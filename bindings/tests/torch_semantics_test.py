@@ -475,7 +475,7 @@ def test_random_and_indexing_calls_torch_refuses_are_refused():
         tessel.zeros(3, dtype=tessel.int64).uniform_()
     with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
         tessel.bernoulli(tessel.tensor([1.5]))
-    with pytest.raises(RuntimeError, match="n must be non-negative"):
+    with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension -1: \[-1\]"):
         tessel.randperm(-1)
     with pytest.raises(IndexError, match="Index is supposed to be a vector"):
         tessel.ones(3, 2).index_select(0, tessel.zeros(2, 2, dtype=tessel.int64))
@@ -827,3 +827,16 @@ def test_compile_wraps_a_module_as_torchs_optimized_module():
     assert tessel.compile(f) is f
     from tessel._dynamo.eval_frame import OptimizedModule  # importable as torch's module path
     assert OptimizedModule is type(c)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tessel.einsum("ij->k", tessel.ones(2, 3)),
+     "einsum(): output subscript k does not appear in the equation for any input operand"),  # "substring not found"
+    (lambda: tessel.randperm(-1), "Trying to create tensor with negative dimension -1: [-1]"),  # "got-1"
+    (lambda: tessel.gather(tessel.ones(2, 2), 1, tessel.zeros(3, 2, dtype=tessel.int64)),  # an IndexError on dim 0
+     "Size does not match at dimension 0 expected index [3, 2] to be no larger than self [2, 2] apart from dimension 1"),
+])
+def test_misuse_raises_torchs_runtime_error_text(call, message):
+    with pytest.raises(RuntimeError) as e:
+        call()
+    assert str(e.value) == message
