@@ -23,6 +23,9 @@ struct PipelineExecutor::Run {
   std::vector<int> peak_in_flight;
   std::vector<int64_t> bytes_per_microbatch;
   std::map<ActionKind, std::pair<double, int>> compute_seconds;
+  // Set when a rank given no batch at its first step took every microbatch to have microbatch 0's rows: the
+  // hint a failure of this step then carries.
+  std::string assumed_sizes;
 };
 
 // Adds the wall time of its scope (the compute of one action, after its receives were waited on) to the
@@ -271,6 +274,10 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
     // torch's stages assume). A batch that does not split evenly then fails the first receive of a
     // smaller microbatch as a p2p mismatch naming both sides; pass the batch on such ranks.
     sizes.assign(static_cast<size_t>(num_microbatches_), stages_.front()->input_shape().at(0));
+    run.assumed_sizes = Str(" (this rank got no batch at its first step, so it took each of the ", num_microbatches_,
+                            " microbatches to have ", sizes.front(), " rows, as microbatch 0 of the shape handshake; ",
+                            "a batch that does not split evenly needs step(x) or step(target=...) with the batch on "
+                            "every rank)");
   }
   if (weights.empty()) weights.assign(sizes.size(), 1.0 / static_cast<double>(sizes.size()));  // unused off the last stage
   if (options_.loss_denominator && stages_.back()->is_last()) {
@@ -321,14 +328,14 @@ StepStats PipelineExecutor::RunProgram(const RankProgram& program, const std::ve
       }
       RunCompute(a, run);
     } catch (const Error& e) {
-      TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", action ", ToString(a), ": ", e.what());
+      TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", action ", ToString(a), ": ", e.what(), run.assumed_sizes);
     }
     ++i;
   }
   try {
     for (const comm::WorkPtr& w : run.sends) w->Wait();
   } catch (const Error& e) {
-    TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", waiting for the step's sends: ", e.what());
+    TESSEL_FAIL(e.code(), "pipeline rank ", rank, ", waiting for the step's sends: ", e.what(), run.assumed_sizes);
   }
   for (size_t i = 0; i < stages_.size(); ++i) {
     if (forward_only) stages_[i]->EndForwardOnly();

@@ -206,6 +206,9 @@ TEST(PipelineMiddleRanksTest, UnevenFirstStepWithoutTheBatchIsAP2PMismatch) {
   }
   EXPECT_NE(middle_error.find("p2p mismatch"), std::string::npos) << middle_error;
   EXPECT_NE(middle_error.find("pipeline rank 1, action"), std::string::npos) << middle_error;
+  EXPECT_NE(middle_error.find("this rank got no batch at its first step"), std::string::npos) << middle_error;
+  EXPECT_NE(middle_error.find("needs step(x) or step(target=...) with the batch on every rank"), std::string::npos)
+      << middle_error;
 }
 
 std::vector<Row> Rows() {
