@@ -213,15 +213,18 @@ void CheckFillable(const Tensor& a, const char* op) {
 // fill_ / zero_ of a DTensor fills every rank's local piece, which is the filled global tensor for Shard
 // and Replicate placements (zero_grad(set_to_none=False) and p.zero_() under fully_shard raised "works on
 // local tensors"); and for a Partial one when the value is 0, exact under every reduce op (sequence-parallel
-// norm gradients are Partial: zero_grad(set_to_none=False) raised). Another value on a Partial would sum W
-// copies of it, so it is refused.
+// norm gradients are Partial: zero_grad(set_to_none=False) raised), or under avg, max and min, which give v back
+// from W copies of it (as torch's). Another value on a Partial(sum) would sum W copies of it, so it is refused
+// (torch returns W·v).
 void FillAnyInPlace(const Tensor& a, double v, const char* op) {
   if (!a.is_distributed()) return FillInPlace(a, v);
   const dtensor::DTensor d(a);
   for (const dtensor::Placement& p : d.placements()) {
-    TESSEL_CHECK(v == 0.0 || !dtensor::IsPartial(p), op, ": the DTensor of shape ", ShapeStr(a.sizes()), " is ",
-                 dtensor::PlacementsToString(d.placements()), "; filling a Partial DTensor would sum a copy of the "
-                 "value per rank. Redistribute it to Replicate or Shard first");
+    const auto* partial = std::get_if<dtensor::Partial>(&p);
+    TESSEL_CHECK(v == 0.0 || partial == nullptr || partial->reduce_op != comm::ReduceOp::kSum, op,
+                 ": the DTensor of shape ", ShapeStr(a.sizes()), " is ", dtensor::PlacementsToString(d.placements()),
+                 "; filling a Partial(sum) DTensor would sum a copy of the value per rank. Redistribute it to "
+                 "Replicate or Shard first");
   }
   FillInPlace(d.ToLocal(), v);
 }

@@ -178,10 +178,14 @@ def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
             index.device_mesh != x.device_mesh or not all(p.is_replicate() for p in x.placements) or \
             any(p.is_partial() for p in index.placements) or all(p.is_replicate() for p in index.placements):
         return None
-    from .distributed.tensor import Partial
+    from .distributed.tensor import Partial, Replicate
     sliced = [p if p.is_shard() and p.dim % index.ndim in aligned_dims else None for p in index.placements]
     if any(p is not None for p in sliced):
         x = x.redistribute(x.device_mesh, [p if p is not None else q for p, q in zip(sliced, x.placements)])
-    grads = [p if p is not None else Partial() for p in sliced]
+    # On a mesh dim where the index is sharded each rank's gradient is its rows' part (Partial); where it is
+    # replicated every rank computes the same whole gradient (Partial there counted it once per rank: 3x on a 2 x 3
+    # mesh).
+    grads = [s if s is not None else (Partial() if p.is_shard() else Replicate())
+             for s, p in zip(sliced, index.placements)]
     local = select(x.to_local(grad_placements=grads), index.to_local())
     return _C.from_local(local, x.device_mesh, list(placements), list(shape), _contiguous_strides(shape), False)

@@ -911,10 +911,8 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
             x = _C._functional.cat([x, _C._full(shape, 1.0, x.dtype)], dim)
             n += 1
         x = x.narrow(dim, 0, n // 2) * x.narrow(dim, n // 2, n // 2)
-    if x.shape[dim] == 0:  # the empty product
-        shape = list(x.shape)
-        shape[dim] = 1
-        x = _C._full(shape, 1.0, x.dtype)
+    if x.shape[dim] == 0:  # the empty product: ones, still on x's graph (torch's ProdBackward; a fresh full lost it)
+        x = x.sum(dim, keepdim=True) + 1
     return x if keepdim else x.squeeze(dim)
 
 

@@ -308,3 +308,15 @@ def test_in_place_forms_record_autograd():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_the_product_of_nothing_stays_on_the_graph():
+    # prod over an empty dim gave a fresh tensor of ones, cut from x's graph: backward raised "element 0 of tensors
+    # does not require grad". torch keeps ProdBackward (its gradient is x's, empty).
+    x = tessel.zeros(0, 4, requires_grad=True)
+    for y in (x.prod(0), x.prod(), x.prod(0, keepdim=True)):
+        assert y.requires_grad and y.grad_fn is not None
+        assert y.tolist() in ([1.0] * 4, 1.0, [[1.0] * 4])
+    x.prod(0).sum().backward()
+    assert tuple(x.grad.shape) == (0, 4)
+    assert tessel.zeros(0, dtype=tessel.int64).prod().item() == 1 and tessel.zeros(3, 0).prod(1).tolist() == [1.0] * 3

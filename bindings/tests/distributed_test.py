@@ -1834,10 +1834,15 @@ def test_zero_grad_without_set_to_none_and_fill_work_on_sharded_parameters():
         assert net.head.weight.full_tensor().numpy().tolist() == [[0.5] * 8] * 3
         mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
         partial = DTensor.from_local(tessel.ones(2), mesh, [Partial()])
-        with pytest.raises(ValueError, match="filling a Partial DTensor"):
+        with pytest.raises(ValueError, match=r"filling a Partial\(sum\) DTensor would sum a copy of the value"):
             partial.fill_(1.0)
         partial.zero_()  # zero is exact under every reduce op (sequence-parallel norm grads are Partial)
         assert partial.full_tensor().tolist() == [0.0, 0.0]
+        for op in ("avg", "max", "min"):  # W copies of v reduce to v (as torch's; refused as for sum before)
+            d = DTensor.from_local(tessel.ones(2), mesh, [Partial(op)])
+            with tessel.no_grad():
+                d.fill_(2.5)
+            assert d.full_tensor().tolist() == [2.5, 2.5] and d.placements == (Partial(op),)
 
     tessel.run_ranks(2, rank_fn)
 

@@ -379,3 +379,30 @@ def test_a_sharded_index_selects_each_ranks_rows_without_communication():
         assert tessel.equal(z, tessel.gather(x0, 1, tessel.tensor(cols)))
         assert tessel.allclose(grad, ref.grad)
         assert count2 == 1 and tessel.allclose(cum, x0.cumsum(1))
+
+
+def test_index_select_and_gather_with_an_index_sharded_on_one_axis_of_a_2d_mesh_give_the_gradient_once():
+    # x replicated, the index Shard on one mesh axis and Replicate on the other: x's gradient was marked Partial on
+    # both axes, so the Replicate axis counted it once per rank (3x on a 2 x 3 mesh). torch 2.15: [0,0,0,1,0,1,0].
+    from tessel.distributed.tensor import Partial
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 3))
+        got = []
+        for op, index_placements in (("index_select", [Shard(0), Replicate()]),
+                                     ("gather", [Replicate(), Shard(0)])):
+            x = distribute_tensor(tessel.arange(7.0), mesh, [Replicate(), Replicate()]).requires_grad_(True)
+            idx = distribute_tensor(tessel.tensor([3, 5]), mesh, index_placements)
+            y = x.index_select(0, idx) if op == "index_select" else tessel.gather(x, 0, idx)
+            assert y.full_tensor().tolist() == [3.0, 5.0]
+            y.sum().backward()
+            got.append((tuple(x.grad.placements), x.grad.full_tensor().tolist()))
+        out[world.rank] = got
+        dist.destroy_process_group()
+
+    tessel.run_ranks(6, rank_fn)
+    want = [0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    for got in out.values():
+        assert got == [((Partial(), Replicate()), want), ((Replicate(), Partial()), want)]

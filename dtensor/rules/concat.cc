@@ -4,7 +4,7 @@
 // per distinct input layout; the cheapest wins). cat needs its dim whole (a rank cannot hold a chunk of
 // the concatenation from chunks of the pieces), so axes sharding it are gathered; stack inserts a new
 // unsharded dim and keeps every other dim's sharding. Partial passes (both ops are linear), a Replicate
-// input partitioned into the Partial of the followed one.
+// input partitioned into the Partial of the followed one; everything replicated is the last candidate.
 //
 // Example:
 //   Cat({q_S0, k_S0, v_S0}, -1);   // [S(0)] each -> [S(0)], no communication
@@ -38,6 +38,17 @@ std::vector<Strategy> Concat(const OpCall& call, bool stack) {
     Strategy s;
     s.inputs.assign(static_cast<size_t>(call.num_inputs()), in);
     s.outputs.emplace_back(OutputSpec{RemapDims(in, map, static_cast<int64_t>(shape.size())), shape, {}});
+    out.push_back(std::move(s));
+  }
+  // Everything replicated, as PyTorch also offers: the way out when no input's layout suits the others, e.g.
+  // Partials of different reduce ops (P(avg) next to P(sum)), which no layout that keeps a Partial can join.
+  const std::vector<Placement> all_r(static_cast<size_t>(call.mesh_ndim()), Replicate{});
+  const ShardingState replicated{all_r, ShardOrder(static_cast<size_t>(x0.ndim()))};
+  if (std::none_of(out.begin(), out.end(), [&](const Strategy& s) { return *s.inputs[0] == replicated; })) {
+    Strategy s;
+    s.kind = StrategyKind::kReplicate;
+    s.inputs.assign(static_cast<size_t>(call.num_inputs()), replicated);
+    s.outputs.emplace_back(OutputSpec{ShardingState{all_r, ShardOrder(shape.size())}, shape, {}});
     out.push_back(std::move(s));
   }
   return out;

@@ -29,6 +29,20 @@ TEST(ConcatRulesTest, CatAndStackMatchDenseInEveryLayout) {
   });
 }
 
+// PyTorch also offers everything replicated; tessel's candidates only followed an input's layout, and no layout
+// that keeps a Partial joins P(avg) with P(sum): "no legal sharding strategy" where torch gives the values.
+TEST(ConcatRulesTest, PartialsOfDifferentReduceOpsAreReducedAndJoinedReplicated) {
+  OnMesh1D(3, [](const DeviceMesh& mesh) {
+    const TensorList full = {Values({2, 3}, DType::kFloat64, 1), Values({2, 3}, DType::kFloat64, 2)};
+    for (const auto& ps : std::vector<std::vector<std::string>>{
+             {"P(avg)", "P(sum)"}, {"P(max)", "P(min)"}, {"P(sum)", "P(max)"}}) {
+      SCOPED_TRACE(Str(ps[0], " ", ps[1]));
+      ExpectMatchesDense(mesh, full, ps, [](const TensorList& in) { return Cat(in, 0); });
+      ExpectMatchesDense(mesh, full, ps, [](const TensorList& in) { return Stack(in, 1); });
+    }
+  });
+}
+
 TEST(ConcatRulesTest, CatAlongAnUnshardedDimNeedsNoCommunication) {
   OnMesh1D(4, [](const DeviceMesh& mesh) {
     DTensor q = DistributeTensor(Values({13, 2}), mesh, ParsePlacements("S(0)"));
