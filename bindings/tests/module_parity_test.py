@@ -465,3 +465,18 @@ def test_a_buffer_set_to_none_keeps_its_persistence_for_the_next_tensor():
     assert "np" in dict(m.named_buffers()) and "np" not in m.state_dict()
     with pytest.raises(KeyError, match="attribute 'w' already exists"):
         m.w = nn.Buffer(tessel.ones(1))  # torch: an nn.Buffer does not replace a plain attribute
+
+
+def test_a_child_set_or_registered_as_none_keeps_its_place_and_prints_as_torch():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 2)
+            self.register_module("c", None)  # was a plain attribute, not a child slot
+            self.d = nn.ReLU()
+
+    m = M()
+    assert repr(m) == ("M(\n  (a): Linear(in_features=2, out_features=2, bias=True)\n  (c): None\n  (d): ReLU()\n)")
+    m.a = None  # torch keeps the slot where it was; tessel listed it last and printed nothing for it
+    assert list(m._modules) == ["a", "c", "d"] and [n for n, _ in m.named_children()] == ["d"]
+    assert repr(m) == "M(\n  (a): None\n  (c): None\n  (d): ReLU()\n)" and m.a is None and m.c is None

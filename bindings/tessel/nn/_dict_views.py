@@ -123,11 +123,24 @@ class _ModulesView(collections.abc.MutableMapping):
         self._module = module
 
     def _items(self):
+        """(name, child or None): the C++ children in order, and each name set to None (or registered as None) at
+        its place among the names Python registered, as torch's one dict keeps it."""
         from .modules import _dict
         items = list(self._module._named_children())
-        seen = {n for n, _ in items}
-        return items + [(n, None) for n, m in _dict(self._module).get("_modules", {}).items()
-                        if m is None and n not in seen]
+        registered = list(_dict(self._module).get("_modules", {}).items())
+        if not any(m is None for _, m in registered):
+            return items
+        for i, (name, m) in enumerate(registered):
+            if m is not None or any(n == name for n, _ in items):
+                continue
+            at = 0  # after the closest name registered before it that is still listed
+            for before, _ in reversed(registered[:i]):
+                found = [k for k, (n, _) in enumerate(items) if n == before]
+                if found:
+                    at = found[0] + 1
+                    break
+            items.insert(at, (name, None))
+        return items
 
     def __getitem__(self, name):
         for n, m in self._items():

@@ -680,6 +680,9 @@ def add_module(self, name, module):
             self._has_parameter(name) or any(n == name for n, _ in self._named_buffers(False))
             or name in _dict(self) or hasattr(type(self), name)):  # (a plain attribute too, as torch's)
         raise KeyError("attribute '%s' already exists" % name)
+    if module is None and _child_module(self, name) is None and _has_dict(self):
+        self.__dict__.setdefault("_modules", {})[name] = None  # torch: a child slot holding None (not an attribute)
+        return
     _setattr(self, name, module)
 
 
@@ -722,7 +725,7 @@ def _repr(self):
     if not self._constructed:  # a layer whose __init__ raised, as a traceback's locals show it
         return "<%s (not constructed)>" % type(self).__name__
     lines = []
-    for name, child in self._named_children():
+    for name, child in self._modules._items():  # a child set to None prints as None, in its place (torch's)
         body = repr(child).replace("\n", "\n  ")
         lines.append("  (%s): %s" % (name, body))
     extra = self.extra_repr()
