@@ -142,13 +142,31 @@ std::string ToString(const RankProgram& r) {
   return s;
 }
 
+void AppendSlots(std::string_view cell, RankProgram& r) {
+  const std::string_view s = Trim(cell);
+  if (s.empty() || s.front() != '(') {
+    r.push_back(ParseSlot(s));
+    return;
+  }
+  const size_t close = s.find(')');
+  TESSEL_CHECK(close != std::string_view::npos && s.substr(close + 1) == "OVERLAP_F_B", "pipeline action '", cell,
+               "': a grouped cell must read (<action>;<action>...)OVERLAP_F_B, as PyTorch's DualPipeV dump writes it");
+  std::string_view subs = s.substr(1, close - 1);
+  while (true) {
+    const size_t semi = subs.find(';');
+    r.push_back(ParseAction(subs.substr(0, semi)));
+    if (semi == std::string_view::npos) break;
+    subs.remove_prefix(semi + 1);
+  }
+}
+
 RankProgram ParseRankProgram(std::string_view text) {
   RankProgram r;
   if (Trim(text).empty()) return r;
   size_t begin = 0;
   while (true) {
     const size_t comma = text.find(',', begin);
-    r.push_back(ParseSlot(text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin)));
+    AppendSlots(text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin), r);
     if (comma == std::string_view::npos) break;
     begin = comma + 1;
   }

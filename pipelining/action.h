@@ -92,6 +92,11 @@ using RankProgram = std::vector<std::optional<Action>>;
 // A whole program, index = pipeline rank.
 using Program = std::vector<RankProgram>;
 
+// Appends the slots of one cell to `r`: ParseSlot's one, or the actions of PyTorch's overlapped cell
+// `(<action>;<action>...)OVERLAP_F_B` (DualPipeV's dump) one after the other, as tessel's programs have no
+// overlapped action (its actions run in that order on the rank; their timing within the cell is lost).
+void AppendSlots(std::string_view cell, RankProgram& r);
+
 // Comma-separated slots, an idle slot is empty: "0F0,0F1,,0B0,0B1". Round-trips with ParseRankProgram.
 std::string ToString(const RankProgram& r);
 RankProgram ParseRankProgram(std::string_view text);

@@ -28,7 +28,7 @@ Program ParseCsv(std::string_view text) {
       const size_t comma = line.find(',', cell_begin);
       const std::string_view cell = line.substr(cell_begin, comma == std::string_view::npos ? line.npos : comma - cell_begin);
       try {
-        row.push_back(ParseSlot(cell));
+        AppendSlots(cell, row);
       } catch (const Error& e) {
         TESSEL_FAIL(ErrorCode::kInvalidArgument, "schedule CSV: row ", program.size(), " (rank ", program.size(),
                     "), column ", column, ": ", e.what());
