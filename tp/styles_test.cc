@@ -339,6 +339,20 @@ TEST_P(StyleTest, RowwiseEmbeddingRejectsIdsNoRankOwnsInTheForward) {
   });
 }
 
+// A whole input given to RowwiseParallel (whose input_layouts default to Shard(-1)) is the commonest TP mistake;
+// the error was the DTensor's alone ("rank 0 ... holds a local tensor of shape [3, 16] ... needs [3, 8]"),
+// naming neither the module nor the style nor the fix.
+TEST_P(StyleTest, AWholeInputToRowwiseIsAnErrorNamingTheModuleTheLayoutAndTheFix) {
+  RunTp(GetParam(), [&](const dtensor::DeviceMesh& tp) {
+    auto lin = MakeLinear(16, 8);
+    ParallelizeModule(*lin, tp, RowwiseParallel{});
+    ExpectErrorContains([&] { (*lin)(InputFor(16)); }, ErrorCode::kInvalidArgument,
+                        {"RowwiseParallel on '' (Linear): its input, a plain tensor of shape [", ", 16], is taken",
+                         "as this rank's S(1) piece", "input_layouts=Replicate() for the whole input",
+                         "holds a local tensor of shape"});
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(World, StyleTest, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return Str("W", info.param); });
 

@@ -31,7 +31,13 @@ dtensor::DTensor PrepareInput(const Tensor& x, const Placement& layout, const st
   } else {
     dtensor::FromLocalOptions opts;
     opts.shape = shape;
-    d = dtensor::DTensor::FromLocal(x, mesh, {want}, opts);
+    try {
+      d = dtensor::DTensor::FromLocal(x, mesh, {want}, opts);
+    } catch (const Error& e) {  // the DTensor's message alone named neither the module nor the style
+      TESSEL_FAIL(e.code(), who, ": its input, a plain tensor of shape ", ShapeStr(x.sizes()), ", is taken as this ",
+                  "rank's ", dtensor::ToString(want), " piece (input_layouts); pass each rank's piece, or declare the ",
+                  "layout it has (input_layouts=Replicate() for the whole input): ", e.what());
+    }
   }
   if (!desired.has_value()) return d;
   const Placement target = Normalize(*desired, x.dim(), who);
