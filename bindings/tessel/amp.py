@@ -228,6 +228,7 @@ class GradScaler:
         self._stepped = set()  # optimizers stepped since the last update()
         self._found_inf = {}    # id(optimizer) -> bool, for this iteration
         self._unscaled = set()  # id(optimizer) unscaled this iteration
+        self._scaled = False    # scale() called once: torch's lazily made _scale tensor exists
 
     def is_enabled(self):
         return self._enabled
@@ -242,14 +243,22 @@ class GradScaler:
             return type(outputs)(self.scale(o) for o in outputs)
         if not isinstance(outputs, _C.Tensor):
             raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+        self._scaled = True
         return outputs * self._scale
 
     def _grads(self, optimizer):
         return [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
 
+    def _check_scaled(self, what):
+        # torch: its scale tensor is made by the first scale(); a step before it would divide gradients that were
+        # never multiplied by the scale (they stepped 65536 times too small, with no error)
+        assert self._scaled, ("Attempted %s but _scale is None.  This may indicate your script did not use "
+                              "scaler.scale(loss or outputs) earlier in the iteration." % what)
+
     def unscale_(self, optimizer):
         if not self._enabled:
             return
+        self._check_scaled("unscale_")
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if any(p.grad.dtype == _dtypes.float16 for p in self._grads(optimizer)):
@@ -271,6 +280,7 @@ class GradScaler:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
         if id(optimizer) in self._stepped:
             raise RuntimeError("step() has already been called since the last update().")
+        self._check_scaled("step")
         if id(optimizer) not in self._unscaled:
             self.unscale_(optimizer)
         self._stepped.add(id(optimizer))

@@ -275,3 +275,19 @@ def test_float32_number_over_tensor_is_reciprocal_times_number():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_scaler_step_before_any_scale_asserts_as_torch():
+    # torch's scale tensor is made by the first scale(); tessel stepped anyway, dividing unscaled gradients by
+    # 65536 (updates 65536 times too small, no error).
+    p = tessel.nn.Parameter(tessel.ones(2))
+    opt = tessel.optim.SGD([p], lr=0.1)
+    p.sum().backward()
+    scaler = tessel.amp.GradScaler("cpu")
+    for call in (lambda: scaler.step(opt), lambda: scaler.unscale_(opt)):
+        with pytest.raises(AssertionError, match=r"Attempted (step|unscale_) but _scale is None"):
+            call()
+    assert p.tolist() == [1.0, 1.0]
+    scaler.scale(p.sum())
+    scaler.step(opt)  # the gradient [1, 1] was not scaled here, so the step moves by lr / 65536
+    assert p.tolist() == pytest.approx([1.0 - 0.1 / 65536] * 2, abs=1e-7)

@@ -122,6 +122,7 @@ def test_sharded_grad_scaler_agrees_on_an_overflow_across_ranks():
             p = T.nn.Parameter(T.ones(2))
             opt = T.optim.SGD([p], lr=1.0)
             scaler = ShardedGradScaler("cpu", init_scale=4.0)
+            scaler.scale(p.sum())  # (torch's scaler makes its scale tensor here; a step before it asserts)
             p.grad = T.tensor([math.inf, 0.0]) if dist.get_rank() == 1 else T.ones(2)
             scaler.step(opt)  # rank 1 overflowed: every rank skips the step
             scaler.update()

@@ -19,16 +19,30 @@ bool Listed(const std::vector<int>& indices, size_t i) {
   return std::find(indices.begin(), indices.end(), static_cast<int>(i)) != indices.end();
 }
 
-// A saved tensor, or (under saved-tensor hooks) only the function that gives it back.
+// A saved tensor, or (under saved-tensor hooks) only the function that gives it back, with the input's place in
+// the graph (its edge) for a create_graph backward to relink what the hook returns to.
 struct Saved {
   Tensor tensor;
   uint32_t version = 0;
   UnpackFn unpack;
+  Edge edge;
 };
 
-Saved MakeSaved(const Tensor& t, const PackFn* pack) {
-  if (pack != nullptr) return Saved{Tensor(), 0, (*pack)(t)};
-  return Saved{t, t.impl()->version(), nullptr};
+Saved MakeSaved(const Tensor& t, const PackFn* pack, bool is_input) {
+  if (pack != nullptr) return Saved{Tensor(), 0, (*pack)(t), is_input && t.requires_grad() ? GradientEdge(t) : Edge{}};
+  return Saved{t, t.impl()->version(), nullptr, Edge{}};
+}
+
+// `t` (what an unpack hook returned) as a tensor at `edge` of the graph: torch's SavedVariable::unpack re-wraps the
+// hook's result with the saved tensor's grad_fn, so a formula in terms of it differentiates through the op's
+// inputs, whatever graph (or none) the hook's tensor had.
+Tensor AtEdge(const Tensor& t, const Edge& edge) {
+  Tensor alias = Detach(t);
+  AutogradMeta& meta = alias.impl()->EnsureAutogradMeta();
+  meta.requires_grad = true;
+  meta.grad_fn = edge.node;
+  meta.output_nr = edge.input_nr;
+  return alias;
 }
 
 // The node of one recorded op call: runs the op's backward formula.
@@ -42,14 +56,14 @@ class OpNode final : public Node {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = inputs[i];
       const bool keep = op_.save_inputs && t.defined() && (op_.saved_inputs.empty() || Listed(op_.saved_inputs, i));
-      saved_inputs_.push_back(keep ? MakeSaved(t, pack) : Saved{});
+      saved_inputs_.push_back(keep ? MakeSaved(t, pack, /*is_input=*/true) : Saved{});
       saved_any_ = saved_any_ || keep;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
       const bool keep =
           op_.save_outputs && t.defined() && (op_.saved_outputs.empty() || Listed(op_.saved_outputs, i));
-      saved_outputs_.push_back(keep ? MakeSaved(Detach(t), pack) : Saved{});
+      saved_outputs_.push_back(keep ? MakeSaved(Detach(t), pack, /*is_input=*/false) : Saved{});
       saved_any_ = saved_any_ || keep;
     }
   }
@@ -68,7 +82,15 @@ class OpNode final : public Node {
                       "were freed; pass retain_graph=true to the first backward");
     TensorList inputs = Unpack(saved_inputs_, "input");
     TensorList outputs = Unpack(saved_outputs_, "output");
-    if (internal::CreatingGraphImpl()) RelinkOutputs(outputs);
+    if (internal::CreatingGraphImpl()) {
+      RelinkOutputs(outputs);
+      for (size_t i = 0; i < inputs.size(); ++i) {  // (without hooks the saved input is the tensor itself)
+        if (saved_inputs_[i].unpack && saved_inputs_[i].edge.valid() && inputs[i].defined() &&
+            IsFloating(inputs[i].dtype())) {
+          inputs[i] = AtEdge(inputs[i], saved_inputs_[i].edge);
+        }
+      }
+    }
     std::vector<char> needs(next_edges.size());
     for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
     const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
@@ -100,19 +122,16 @@ class OpNode final : public Node {
  private:
   // create_graph: saved outputs are stored detached (a node holding its own output would be a cycle), so
   // a formula in terms of the output would differentiate as if it were a constant. Give each one back
-  // its place in the graph: an alias whose grad_fn is this node (torch's SavedVariable does the same).
+  // its place in the graph: an alias whose grad_fn is this node (torch's SavedVariable does the same), also
+  // when an unpack hook gave it back (saved_tensors_hooks, save_on_cpu, checkpoint's recompute: skipping those
+  // dropped the term through the output, e.g. half of exp's second derivative).
   void RelinkOutputs(TensorList& outputs) {
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!outputs[i].defined() || saved_outputs_[i].unpack || i >= output_meta.size() ||
-          !output_meta[i].differentiable || !IsFloating(outputs[i].dtype())) {
+      if (!outputs[i].defined() || i >= output_meta.size() || !output_meta[i].differentiable ||
+          !IsFloating(outputs[i].dtype())) {
         continue;
       }
-      Tensor alias = Detach(outputs[i]);
-      AutogradMeta& meta = alias.impl()->EnsureAutogradMeta();
-      meta.requires_grad = true;
-      meta.grad_fn = shared_from_this();
-      meta.output_nr = static_cast<int>(i);
-      outputs[i] = std::move(alias);
+      outputs[i] = AtEdge(outputs[i], Edge{shared_from_this(), static_cast<int>(i)});
     }
   }
 
