@@ -9,6 +9,7 @@ differentiable raises NotImplementedError naming it. is_grads_batched=True (torc
 products, e.g. a Jacobian's rows) runs one backward per row of grad_outputs and stacks them (torch uses vmap;
 the values are the same).
 """
+import threading
 import weakref
 
 from . import _C
@@ -395,6 +396,11 @@ def __getattr__(name):
     raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
 
 
+# On this thread: .message, the innermost disable_saved_tensors_hooks' (None outside), and .active, how many
+# saved_tensors_hooks are entered.
+_hooks_disabled = threading.local()
+
+
 class saved_tensors_hooks:
     """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): while entered (on this thread), every
     tensor autograd saves for backward goes through pack_hook (which may return any object: a compressed or
@@ -406,13 +412,18 @@ class saved_tensors_hooks:
         self._entered = []
 
     def __enter__(self):
+        message = getattr(_hooks_disabled, "message", None)
+        if message is not None:  # inside disable_saved_tensors_hooks(message)
+            raise RuntimeError(message)
         guard = _C._SavedTensorsHooks(self.pack_hook, self.unpack_hook)
         guard.__enter__()
         self._entered.append(guard)
+        _hooks_disabled.active = getattr(_hooks_disabled, "active", 0) + 1
         return self
 
     def __exit__(self, *exc):
         self._entered.pop().__exit__(None, None, None)
+        _hooks_disabled.active -= 1
         return False
 
 
@@ -425,15 +436,27 @@ class save_on_cpu(saved_tensors_hooks):
         super().__init__(lambda t: t, lambda t: t)
 
 
-class disable_saved_tensors_hooks(saved_tensors_hooks):
-    """torch.autograd.graph.disable_saved_tensors_hooks(error_message): inside it, saving a tensor for backward
-    (as any recorded op does) raises RuntimeError(error_message)."""
+
+
+class disable_saved_tensors_hooks:
+    """torch.autograd.graph.disable_saved_tensors_hooks(error_message): inside it, entering saved_tensors_hooks
+    (save_on_cpu, ...) raises RuntimeError(error_message), and so does entering it while such hooks are in force;
+    ops record and save their tensors as usual (tessel refused every op that saved one)."""
 
     def __init__(self, error_message):
-        def refuse(*_):
-            raise RuntimeError(error_message)
-        super().__init__(refuse, refuse)
         self.error_message = error_message
+        self._outer = []
+
+    def __enter__(self):
+        if getattr(_hooks_disabled, "active", 0):  # torch: not while hooks are in force
+            raise RuntimeError(self.error_message)
+        self._outer.append(getattr(_hooks_disabled, "message", None))
+        _hooks_disabled.message = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _hooks_disabled.message = self._outer.pop()
+        return False
 
 
 def _register_submodules():

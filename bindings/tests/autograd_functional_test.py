@@ -151,9 +151,16 @@ def test_saved_tensors_hooks_see_every_saved_tensor_and_backward_uses_what_unpac
     with pytest.raises(ValueError, match="unpack_hook returned a tensor of shape \\[1\\] for one saved with shape "
                                         "\\[3\\]"):
         bad.backward()
-    with disable_saved_tensors_hooks("no saving in here"):
-        with pytest.raises(RuntimeError, match="no saving in here"):
-            a * b
+    with disable_saved_tensors_hooks("no hooks in here"):  # torch's: ops save as usual, hooks are refused
+        (a * b).sum().backward()
+        with pytest.raises(RuntimeError, match="no hooks in here"):
+            with save_on_cpu():
+                pass
+    with saved_tensors_hooks(lambda x: x, lambda x: x):
+        with pytest.raises(RuntimeError, match="not while hooks"):
+            with disable_saved_tensors_hooks("not while hooks"):
+                pass
+    a.grad = None
     with save_on_cpu(pin_memory=True):
         (a * b).sum().backward()
 

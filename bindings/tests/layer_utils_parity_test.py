@@ -503,3 +503,12 @@ def test_orthogonal_parametrization_values_and_gradients_are_torchs():
     a, tau = T.geqrf(T.tensor(rng.standard_normal((5, 3))))
     q = T.linalg.householder_product(a, tau)
     np.testing.assert_allclose((q.mT @ q).numpy(), np.eye(3), atol=1e-12)
+
+
+def test_clip_grad_norm_and_get_total_norm_take_norm_type_minus_inf_as_torch():
+    # torch's -inf norm: the smallest magnitude of any element (tessel raised ValueError)
+    ps = [T.nn.Parameter(T.zeros(3)), T.nn.Parameter(T.zeros(2))]
+    ps[0].grad, ps[1].grad = T.tensor([3.0, -0.5, 2.0]), T.tensor([-4.0, 1.0])
+    assert T.nn.utils.get_total_norm([p.grad for p in ps], norm_type=-math.inf).item() == 0.5
+    assert T.nn.utils.clip_grad_norm_(ps, max_norm=0.25, norm_type=-math.inf).item() == 0.5
+    np.testing.assert_allclose(ps[0].grad.numpy(), np.array([3.0, -0.5, 2.0]) * 0.25 / (0.5 + 1e-6), rtol=1e-6)

@@ -61,12 +61,14 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not tensors:
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
     p = float(norm_type)
-    if p <= 0:
-        raise ValueError("get_total_norm: norm_type must be positive, got %s" % p)
+    if p <= 0 and p != -float("inf"):
+        raise ValueError("get_total_norm: norm_type must be positive or -inf, got %s" % p)
     mesh = next((t.device_mesh for t in tensors if t.is_distributed), None)
     with _C._GradMode(False):
         if p == float("inf"):
             total = max(t.double().abs().amax().item() for t in tensors if t.numel())
+        elif p == -float("inf"):  # torch's: the smallest magnitude of any element
+            total = min(t.double().abs().amin().item() for t in tensors if t.numel())
         else:
             # one reduction per mesh: its tensors' (Partial) sums add up locally first, then one .item()
             sharded = [t for t in tensors if t.is_distributed]
@@ -122,11 +124,13 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
     grads = [q.grad for q in params if q.grad is not None]
     if not grads:
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
-    if p < 0:
-        raise ValueError("clip_grad_norm_: norm_type must be positive or 0, got %s" % p)
+    if p < 0 and p != -float("inf"):
+        raise ValueError("clip_grad_norm_: norm_type must be positive, 0 or -inf, got %s" % p)
     with _C._GradMode(False):
         if p == float("inf"):
             total = max(g.double().abs().amax().item() for g in grads)
+        elif p == -float("inf"):  # torch's: the smallest magnitude of any element
+            total = min(g.double().abs().amin().item() for g in grads if g.numel())
         elif p == 0:  # torch's: the 0-"norm" of the per-gradient 0-norms, i.e. how many gradients hold a nonzero
             total = float(sum(1 for g in grads if bool((g != 0).any())))
         else:
