@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <set>
 #include <memory>
 
 #include "bindings/bind.h"
@@ -31,7 +32,14 @@ void BindOptim(py::module_& m) {
       }, "(per-parameter state by FQN, steps by FQN, hyperparameters): aliases of the live state tensors")
       .def("_load_state", [](optim::Optimizer& o, std::map<std::string, std::map<std::string, Tensor>> state,
                              std::map<std::string, int64_t> steps, std::map<std::string, double> hyper) {
-        NoGil([&] { o.LoadStateDict({.state = std::move(state), .steps = std::move(steps), .hyper = std::move(hyper)}); });
+        // torch's layout replaces the whole state: a parameter without an entry starts over (its old buffers
+        // stayed while its step count went to 0, and its next step bias-corrected the old moments as a first).
+        std::set<std::string> keep;
+        for (const auto& [fqn, s] : state) keep.insert(fqn);
+        NoGil([&] {
+          o.DropStateExcept(keep);
+          o.LoadStateDict({.state = std::move(state), .steps = std::move(steps), .hyper = std::move(hyper)});
+        });
       }, py::arg("state"), py::arg("steps"), py::arg("hyper"))
       .def_property_readonly("param_names", [](const optim::Optimizer& o) {
         std::vector<std::string> out;

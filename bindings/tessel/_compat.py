@@ -436,16 +436,26 @@ for _name, _method in (("__ifloordiv__", "floor_divide_"), ("__imod__", "remaind
                        ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_")):
     setattr(Tensor, _name, _augmented(_name, _method))
 class _HookHandle:
-    """register_hook's handle: remove() takes the hook out of its tensor's (or node's) C++ list, freeing it."""
+    """register_hook's handle (torch's RemovableHandle): remove() takes the hook out of its tensor's (or node's)
+    C++ list, freeing it; `with x.register_hook(f):` removes it on exit; `id` is unique per handle."""
+    _next_id = [0]
 
     def __init__(self, holder, remover):
         self._holder, self._remover = holder, remover
+        self.id = _HookHandle._next_id[0]
+        _HookHandle._next_id[0] += 1
 
     def remove(self):
         self._holder[0] = None
         remover, self._remover = self._remover, None
         if remover is not None:
             remover()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 def _register_hook(self, hook):

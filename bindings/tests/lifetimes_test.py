@@ -201,3 +201,13 @@ def test_hooks_returning_something_else_than_the_gradient_raise_torchs_errors():
     except RuntimeError as e:  # an internal error ("this is a tessel bug") before
         assert "a tensor hook has changed the size of value: the gradient is [2] float32" in str(e), str(e)
         assert "the hook returned [3] float32" in str(e)
+
+
+def test_a_tensor_hook_handle_is_a_context_manager_with_an_id_as_torchs():
+    x = tessel.ones(2, requires_grad=True)
+    seen = []
+    with x.register_hook(lambda g: seen.append(g.tolist())) as handle:  # TypeError before: no __enter__
+        (x * 2).sum().backward()
+    (x * 2).sum().backward()  # removed on exit
+    assert seen == [[2.0, 2.0]] and isinstance(handle.id, int)
+    assert x.register_hook(lambda g: None).id != x.register_hook(lambda g: None).id

@@ -192,3 +192,52 @@ def test_clip_grad_norm_with_a_nan_gradient_scales_every_gradient_by_nan_as_torc
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _adam_after(edit):
+    """Adam over [1, 2] and [3] (loss Σp0² + 2Σp1²): two steps, `edit(opt, p0, p1)`, one more step; the parameters
+    and each state entry's step. Expected values are torch 2.15's."""
+    p0, p1 = tessel.nn.Parameter(tessel.tensor([1.0, 2.0])), tessel.nn.Parameter(tessel.tensor([3.0]))
+    opt = tessel.optim.Adam([p0, p1], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        ((p0 * p0).sum() + (p1 * p1 * 2).sum()).backward()
+        opt.step()
+    step()
+    step()
+    edit(opt, p0, p1)
+    step()
+    return ([round(v, 6) for v in p0.tolist() + p1.tolist()],
+            {i: float(e["step"]) for i, e in opt.state_dict()["state"].items()})
+
+
+def test_writes_to_a_built_in_optimizers_state_reach_it_as_torchs():
+    # opt.state was a snapshot: `del opt.state[p]`, `opt.state[p] = ...` and entry assignments were dropped, and
+    # `opt.state = defaultdict(dict)` (resetting an optimizer) raised AttributeError.
+    import collections
+    untouched = ([0.701586, 1.700623, 2.700382], {0: 3.0, 1: 3.0})
+    assert _adam_after(lambda o, p0, p1: None) == untouched
+    fresh_p0 = ([0.700412, 1.700166, 2.700382], {0: 1.0, 1: 3.0})  # p0 starts over at its next step
+
+    def delete(o, p0, p1):
+        del o.state[p0]
+    assert _adam_after(delete) == fresh_p0
+    assert _adam_after(lambda o, p0, p1: o.state.__setitem__(p0, {})) == fresh_p0
+
+    def reset(o, p0, p1):
+        o.state = collections.defaultdict(dict)
+    assert _adam_after(reset) == ([0.700412, 1.700166, 2.700103], {0: 1.0, 1: 1.0})
+    zeroed = ([0.701586, 1.700623, 2.764487], {0: 3.0, 1: 3.0})
+    assert _adam_after(lambda o, p0, p1: o.state[p1]["exp_avg"].zero_()) == zeroed
+    assert _adam_after(lambda o, p0, p1: o.state[p1].__setitem__("exp_avg", tessel.zeros(1))) == zeroed
+
+
+def test_a_loaded_state_dict_without_a_parameters_entry_starts_it_over():
+    # load_state_dict kept the parameter's old moments while its step count went to 0, so its next step bias-
+    # corrected the old moments as a first step (p0 read 0.64571 where torch gives 0.700412)
+    def load_without_p0(o, p0, p1):
+        sd = o.state_dict()
+        sd["state"] = {k: v for k, v in sd["state"].items() if k != 0}
+        o.load_state_dict(sd)
+    assert _adam_after(load_without_p0) == ([0.700412, 1.700166, 2.700382], {0: 1.0, 1: 3.0})

@@ -85,6 +85,10 @@ void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
   SetHyper(sd.hyper);
 }
 
+void Optimizer::DropStateExcept(const std::set<std::string>& keep) {
+  std::erase_if(state_, [&](const auto& entry) { return !keep.count(entry.first); });
+}
+
 SGD::SGD(nn::StateDict named_params, SGDOptions options) : Optimizer(std::move(named_params)), o_(options) {
   // torch.optim.SGD's checks and wording (`not 0.0 <= x` also rejects nan).
   CheckLr(o_.lr);

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,9 @@ class Optimizer {
   virtual OptimizerStateDict GetStateDict() const;
   // REQUIRES: keys match this optimizer's parameters (kInvalidArgument lists unknown FQNs).
   virtual void LoadStateDict(const OptimizerStateDict& sd);
+  // Frees the state buffers of every parameter not in `keep` (their next step starts them over): with a load of
+  // torch's layout, whose state replaces all of it, so a parameter without an entry is fresh, as torch's.
+  void DropStateExcept(const std::set<std::string>& keep);
 
   // The hyperparameters by name ("lr", "beta1", "weight_decay", ...), as the state dict holds them; the
   // Python face sets a parameter group's values before every step (torch reads param_groups each step).

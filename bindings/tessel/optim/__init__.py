@@ -81,6 +81,43 @@ class _ParamState(collections.abc.MutableMapping):
         return len(self._entries)
 
 
+class _LiveState(_ParamState):
+    """A built-in optimizer's `state`: a write (an entry set or deleted) reaches the optimizer."""
+
+    def __init__(self, optimizer):
+        super().__init__()
+        self._optimizer = optimizer
+
+    def __getitem__(self, p):
+        if p not in self:  # (defaultdict(dict): an entry to fill, written through like the others)
+            super().__setitem__(p, _LiveEntry(self, {}))
+        return super().__getitem__(p)
+
+    def __setitem__(self, p, value):
+        super().__setitem__(p, _LiveEntry(self, value))
+        self._optimizer._write_state(self)
+
+    def __delitem__(self, p):
+        super().__delitem__(p)
+        self._optimizer._write_state(self)
+
+
+class _LiveEntry(dict):
+    """One parameter's entries in a _LiveState: `state[p]["momentum_buffer"] = t` reaches the optimizer."""
+
+    def __init__(self, owner, entries):
+        super().__init__(entries)
+        self._owner = owner
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._owner._optimizer._write_state(self._owner)
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self._owner._optimizer._write_state(self._owner)
+
+
 def _loaded_value(p, value):
     """A state value loaded for parameter p: a full tensor for a DTensor parameter becomes this rank's shard
     of it (as the optimizer had it)."""
@@ -135,14 +172,34 @@ class Optimizer(_hooks.HookMethods):
     @property
     def state(self):
         """Per-parameter state, self.state[p] (torch's). A Python subclass keeps its own here; for the built-in
-        optimizers it is read from state_dict(): the entries alias the optimizer's live buffers."""
+        optimizers it is read from state_dict(): the entries alias the optimizer's live buffers, and writes to the
+        mapping (`del opt.state[p]`, `opt.state[p] = {...}`, `opt.state[p]["exp_avg"] = t`, `opt.state = {}`)
+        reach the optimizer, as torch's (they were dropped)."""
         if self._python:
             return self._state
-        out = _ParamState()
+        out = _LiveState(self)
         params = [p for g in self.param_groups for p in g["params"]]
         for pid, entry in _hooks.unhooked(self, "state_dict")()["state"].items():
-            out[params[pid]] = entry
+            out._entries[hash(params[pid])] = (params[pid], _LiveEntry(out, entry))
         return out
+
+    @state.setter
+    def state(self, value):
+        if self._python:
+            state = _ParamState()
+            for p, entry in (value.items() if value is not None else ()):
+                state[p] = entry
+            self._state = state
+        else:
+            self._write_state(value)
+
+    def _write_state(self, mapping):
+        """The built-in optimizers' state replaced by `mapping` (parameter -> entries; a parameter without any
+        starts over at its next step), through load_state_dict's torch layout."""
+        sd = _hooks.unhooked(self, "state_dict")()
+        params = [p for g in self.param_groups for p in g["params"]]
+        sd["state"] = {i: dict(mapping.get(p)) for i, p in enumerate(params) if mapping.get(p)}
+        _hooks.unhooked(self, "load_state_dict")(sd)
 
     @staticmethod
     def _closure_loss(closure):
