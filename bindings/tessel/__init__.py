@@ -188,7 +188,7 @@ import types as _types  # noqa: E402
 cpu = _types.ModuleType("tessel.cpu", "torch.cpu: its amp namespace (cpu.amp.autocast, the older spelling).")
 cpu.amp = _types.ModuleType("tessel.cpu.amp")
 cpu.amp.autocast = amp._cpu_amp_autocast
-cpu.amp.GradScaler = amp.GradScaler
+cpu.amp.GradScaler = amp._cpu_amp_grad_scaler
 cpu.is_available = lambda: True
 from .distributed import run_ranks  # noqa: F401
 

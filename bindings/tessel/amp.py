@@ -207,9 +207,11 @@ class GradScaler:
     """torch.amp.GradScaler: multiplies the loss by a scale before backward, divides the gradients by it
     before the optimizer step, skips steps whose gradients hold inf or NaN and adapts the scale (halved on
     an overflow, doubled after growth_interval clean steps). enabled=False makes every method a pass-through,
-    as torch's. bfloat16 autocast needs no scaler (its range is float32's); float16 does."""
+    as torch's. The device defaults to "cuda", as torch's: with no CUDA here that scaler warns and passes
+    through, as torch's on a CPU machine; GradScaler("cpu") scales. bfloat16 autocast needs no scaler (its range
+    is float32's); float16 does."""
 
-    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
         if _device_name(device) == "cuda":  # torch on a machine without CUDA: a warning, then pass-through
             if enabled:
@@ -344,3 +346,12 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _cpu_amp_grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                         enabled=True):
+    """torch.cpu.amp.GradScaler (deprecated there): GradScaler("cpu", ...) with torch's FutureWarning."""
+    warnings.warn("`torch.cpu.amp.GradScaler(args...)` is deprecated. Please use `torch.amp.GradScaler('cpu', "
+                  "args...)` instead.", FutureWarning, stacklevel=2)
+    return GradScaler("cpu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+

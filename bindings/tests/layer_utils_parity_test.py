@@ -268,7 +268,14 @@ def test_autocast_flags_and_dtypes_as_torch():
     with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
         T.autocast(T.device("cpu"))
     assert T.is_autocast_cache_enabled() and T.vmap is func.vmap
-    assert T.amp.GradScaler(init_scale=0.1).get_scale() == float(np.float32(0.1))
+    assert T.amp.GradScaler("cpu", init_scale=0.1).get_scale() == float(np.float32(0.1))
+    # torch.amp.GradScaler's device defaults to "cuda": without CUDA it warns and passes through (tessel scaled)
+    with pytest.warns(UserWarning, match="GradScaler is enabled, but CUDA is not available.  Disabling."):
+        default = T.amp.GradScaler(init_scale=0.1)
+    assert not default.is_enabled() and default.get_scale() == 1.0
+    with pytest.warns(FutureWarning, match=r"torch.cpu.amp.GradScaler\(args...\)` is deprecated"):
+        old_cpu = T.cpu.amp.GradScaler(init_scale=0.5)
+    assert old_cpu.is_enabled() and old_cpu.get_scale() == 0.5
 
 
 def test_bfloat16_addbmm_sums_the_batch_in_float32():

@@ -1757,7 +1757,7 @@ def test_grad_scaler_unscales_skips_overflowing_steps_and_adapts_its_scale():
     scaler.update()
     assert scaler.get_scale() == 1024.0
     state = scaler.state_dict()
-    other = tessel.amp.GradScaler()
+    other = tessel.amp.GradScaler("cpu")
     other.load_state_dict(state)
     assert other.get_scale() == 1024.0
     off = tessel.amp.GradScaler(enabled=False)
@@ -2015,7 +2015,7 @@ def test_review_fixes_autocast_flag_per_device_grad_scaler_update_and_saver_modu
         # torch's is_autocast_enabled() without an argument reads the CUDA flag: False in a CPU region
         assert not tessel.is_autocast_enabled() and tessel.is_autocast_enabled("cpu")
         assert not tessel.is_autocast_enabled("cuda")
-    scaler = tessel.amp.GradScaler(growth_factor=3.0)
+    scaler = tessel.amp.GradScaler("cpu", growth_factor=3.0)
     assert (scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval()) == (3.0, 0.5, 2000)
     with pytest.raises(AssertionError, match="No inf checks were recorded"):
         scaler.update()
