@@ -208,7 +208,6 @@ class FunctionCtx:
         self._non_differentiable = set()
         self._dirty = ()
         self._materialize_grads = True
-        self._packed = self._unpack = None  # under saved_tensors_hooks: pack_hook's objects, and unpack_hook
 
     def save_for_backward(self, *tensors):
         if not all(t is None or isinstance(t, _C.Tensor) for t in tensors):
@@ -225,12 +224,6 @@ class FunctionCtx:
                                "freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you "
                                "need to backward through the graph a second time or if you need to access saved "
                                "tensors after calling backward.")
-        if self._packed is not None:  # saved through saved_tensors_hooks: unpack_hook gives them back
-            saved = tuple(None if p is None else self._unpack(p) for p in self._packed)
-            if self._saved_outputs and _C.is_grad_enabled():
-                return tuple(_C._reattach_function_output(t, self._saved_outputs[i]) if i in self._saved_outputs
-                             else t for i, t in enumerate(saved))
-            return saved
         for i, (t, v) in enumerate(zip(self._saved, self._saved_versions or ())):
             if t is not None and t._version != v:
                 raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
@@ -242,8 +235,8 @@ class FunctionCtx:
         return self._saved
 
     def _release(self):
-        if self._saved or self._packed is not None:
-            self._released, self._saved, self._saved_handles, self._packed = True, (), (), None
+        if self._saved:
+            self._released, self._saved, self._saved_handles = True, (), ()
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(t) for t in tensors)
@@ -371,14 +364,6 @@ class Function(metaclass=_FunctionMeta):
         # cannot see, so a saved dirty input lived forever); a create_graph read re-attaches them (saved_tensors).
         # The handles and versions are taken after the rebind above, so it does not count as a write to them.
         ctx._saved = tuple(t.detach() if i in ctx._saved_outputs else t for i, t in enumerate(ctx._saved))
-        hooks = getattr(_hooks_disabled, "stack", None)
-        if hooks and any(t is not None for t in ctx._saved):
-            # the innermost saved_tensors_hooks take them, as torch's Function saves through them (activation
-            # offloading of custom ops): backward reads what unpack_hook gives back
-            pack, ctx._unpack = hooks[-1]
-            ctx._packed = tuple(None if t is None else pack(t) for t in ctx._saved)
-            ctx._saved = ctx._saved_handles = ()
-            return _apply_result(outs, out, single)
         ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
         ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
         return _apply_result(outs, out, single)
@@ -416,8 +401,8 @@ def __getattr__(name):
     raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
 
 
-# On this thread: .message, the innermost disable_saved_tensors_hooks' (None outside), .active, how many
-# saved_tensors_hooks are entered, and .stack, their (pack_hook, unpack_hook) pairs, innermost last.
+# On this thread: .message, the innermost disable_saved_tensors_hooks' (None outside), and .active, how many
+# saved_tensors_hooks are entered.
 _hooks_disabled = threading.local()
 
 
@@ -439,15 +424,11 @@ class saved_tensors_hooks:
         guard.__enter__()
         self._entered.append(guard)
         _hooks_disabled.active = getattr(_hooks_disabled, "active", 0) + 1
-        if not hasattr(_hooks_disabled, "stack"):
-            _hooks_disabled.stack = []
-        _hooks_disabled.stack.append((self.pack_hook, self.unpack_hook))  # (a custom Function's saves: apply)
         return self
 
     def __exit__(self, *exc):
         self._entered.pop().__exit__(None, None, None)
         _hooks_disabled.active -= 1
-        _hooks_disabled.stack.pop()
         return False
 
 

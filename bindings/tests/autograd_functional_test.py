@@ -295,33 +295,3 @@ def test_stack_and_chain_datasets_and_worker_info():
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
 
-
-def test_a_custom_function_saves_through_saved_tensors_hooks_as_torchs():
-    # save_for_backward bypassed pack / unpack (custom ops escaped activation offloading and compression)
-    from tessel.autograd.graph import saved_tensors_hooks
-
-    class Cube(tessel.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            y = x ** 3
-            ctx.save_for_backward(x, y)
-            return y
-
-        @staticmethod
-        def backward(ctx, g):
-            x, y = ctx.saved_tensors
-            return g * 3 * y / x
-
-    x = t([1.0, 2.0]).requires_grad_()
-    packed = []
-
-    def pack(v):
-        packed.append(v.tolist())
-        return v.detach().numpy().copy()
-    with saved_tensors_hooks(pack, lambda arr: tessel.from_numpy(arr) + 1):  # backward sees x + 1 and y + 1
-        y = Cube.apply(x)
-    assert packed == [[1.0, 2.0], [1.0, 8.0]]
-    y.sum().backward()
-    assert x.grad.tolist() == [3.0, 9.0]  # 3 (y + 1) / (x + 1), where the saved tensors themselves give 3x²
-    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        y.sum().backward()

@@ -241,3 +241,19 @@ def test_a_loaded_state_dict_without_a_parameters_entry_starts_it_over():
         sd["state"] = {k: v for k, v in sd["state"].items() if k != 0}
         o.load_state_dict(sd)
     assert _adam_after(load_without_p0) == ([0.700412, 1.700166, 2.700382], {0: 1.0, 1: 3.0})
+
+
+def test_an_sgd_momentum_buffer_set_to_none_restarts_from_the_next_gradient():
+    # torch accepts state[p]["momentum_buffer"] = None and starts the buffer over; the write-through raised TypeError
+    p = tessel.nn.Parameter(tessel.tensor([1.0, 2.0]))
+    opt = tessel.optim.SGD([p], lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+    opt.state[p]["momentum_buffer"] = None
+    before = p.tolist()
+    opt.zero_grad()
+    (p * p).sum().backward()
+    opt.step()  # a fresh buffer is the gradient itself: p - 0.1 * 2p
+    assert p.tolist() == pytest.approx([v - 0.1 * 2 * v for v in before], rel=1e-6)

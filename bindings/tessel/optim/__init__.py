@@ -198,7 +198,9 @@ class Optimizer(_hooks.HookMethods):
         starts over at its next step), through load_state_dict's torch layout."""
         sd = _hooks.unhooked(self, "state_dict")()
         params = [p for g in self.param_groups for p in g["params"]]
-        sd["state"] = {i: dict(mapping.get(p)) for i, p in enumerate(params) if mapping.get(p)}
+        # (an entry set to None drops that buffer: torch's momentum_buffer = None restarts it from the next gradient)
+        entries = [{k: v for k, v in (mapping.get(p) or {}).items() if v is not None} for p in params]
+        sd["state"] = {i: e for i, e in enumerate(entries) if e}
         _hooks.unhooked(self, "load_state_dict")(sd)
 
     @staticmethod
