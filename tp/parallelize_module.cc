@@ -74,7 +74,7 @@ std::vector<std::string> MatchModules(nn::Module& root, const std::string& patte
   std::vector<std::string> out;
   for (auto& [fqn, m] : root.NamedModules()) {
     const std::vector<std::string> names = SplitAtoms(fqn);
-    if (names.size() != atoms.size() || names.empty()) continue;
+    if (names.size() != atoms.size()) continue;  // (the pattern "" has no atoms: the root, as torch's shortcut)
     bool all = true;
     for (size_t i = 0; i < names.size() && all; ++i) all = AtomMatches(atoms[i], names[i]);
     if (all) out.push_back(fqn);
@@ -107,10 +107,6 @@ nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mes
   // Resolve every pattern before applying any, so a typo leaves the module untouched.
   std::vector<std::vector<std::string>> matches;
   for (const auto& [pattern, style] : plan) {
-    if (pattern.empty()) {  // torch's shortcut: the key "" names the module itself, in its place in the plan
-      matches.push_back({""});
-      continue;
-    }
     matches.push_back(MatchModules(module, pattern));
     TESSEL_CHECK(!matches.back().empty(), "parallelize_module: plan entry '", pattern, "' (", StyleName(style),
                  ") matches no submodule of the ", module.type_name(), ": ",

@@ -52,7 +52,7 @@ nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mes
 // axis and the mesh's axes when it has none of that name).
 dtensor::DeviceMesh TensorParallelMesh(const dtensor::DeviceMesh& mesh, const std::string& tp_axis);
 
-// FQNs (relative to `root`) of the submodules `pattern` matches, pre-order; empty when none.
+// FQNs (relative to `root`) of the submodules `pattern` matches, pre-order; empty when none; {""} (the root) for "".
 std::vector<std::string> MatchModules(nn::Module& root, const std::string& pattern);
 
 // PrepareModuleInput's treatment of one input, the one its hook applies and the Python face's with_kwargs

@@ -187,13 +187,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     return _MultiHandle([t.register_hook(collect(i)) for i, t in enumerate(tensors)])
 
 
-def _apply_result(outs, out, single):
-    """Function.apply's return value: the outputs in the structure forward returned them."""
-    if single:
-        return outs[0]
-    return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]
-
-
 class FunctionCtx:
     """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
     mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""
@@ -366,7 +359,9 @@ class Function(metaclass=_FunctionMeta):
         ctx._saved = tuple(t.detach() if i in ctx._saved_outputs else t for i, t in enumerate(ctx._saved))
         ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
         ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
-        return _apply_result(outs, out, single)
+        if single:
+            return outs[0]
+        return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]
 
 
 def once_differentiable(fn):

@@ -92,25 +92,30 @@ def test_a_failing_worker_stops_the_group_and_is_the_root_cause(tmp_path):
     assert any("in main" in line for line in lines[i:]), out.stderr
 
 
-def test_the_root_cause_is_the_earliest_failure_when_two_fail_within_one_poll(tmp_path):
-    """Rank 1 fails, rank 0 fails 0.2 s later (its peer gone), both under @record, mostly within one of the
-    launcher's 2 s polls: the root cause is rank 1, by the error files' times (list order named rank 0)."""
-    out, _ = launch(tmp_path, """
-        import os, time
+def _rank_one_fails_first(tmp_path, failure):
+    """Rank 1 runs `failure` (one statement), rank 0 fails 0.2 s after rank 1 began to (its peer gone), both under
+    @record, mostly within one of the launcher's 2 s polls: launch's result."""
+    return launch(tmp_path, """
+        import os, signal, time
         from tessel.distributed.elastic.multiprocessing.errors import record
 
         @record
         def main():
             if os.environ["RANK"] == "1":
                 open("rank1_failing", "w").close()
-                raise KeyError("the first failure")
+                %s
             while not os.path.exists("rank1_failing"):
                 time.sleep(0.001)
             time.sleep(0.2)
             raise RuntimeError("rank 0 failed after its peer")
 
         main()
-    """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+    """ % failure, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+
+
+def test_the_root_cause_is_the_earliest_failure_when_two_fail_within_one_poll(tmp_path):
+    """Rank 1 raises first: the root cause is rank 1, by the error files' times (list order named rank 0)."""
+    out, _ = _rank_one_fails_first(tmp_path, 'raise KeyError("the first failure")')
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.splitlines()
     i = lines.index("[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 1")
@@ -118,24 +123,9 @@ def test_the_root_cause_is_the_earliest_failure_when_two_fail_within_one_poll(tm
 
 
 def test_a_rank_killed_by_a_signal_is_the_root_cause_over_the_peer_that_reported_it(tmp_path):
-    """Rank 1 crashes (SIGSEGV: no error file), rank 0 fails right after under @record, within the same poll: the
-    crash is the root cause. The error files' times named rank 0, the only one that wrote one."""
-    out, _ = launch(tmp_path, """
-        import os, signal, time
-        from tessel.distributed.elastic.multiprocessing.errors import record
-
-        @record
-        def main():
-            if os.environ["RANK"] == "1":
-                open("rank1_crashing", "w").close()
-                os.kill(os.getpid(), signal.SIGSEGV)
-            while not os.path.exists("rank1_crashing"):
-                time.sleep(0.001)
-            time.sleep(0.2)
-            raise RuntimeError("rank 0 failed after its peer")
-
-        main()
-    """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+    """Rank 1 crashes (SIGSEGV: no error file): the crash is the root cause. The error files' times named rank 0,
+    the only one that wrote one."""
+    out, _ = _rank_one_fails_first(tmp_path, "os.kill(os.getpid(), signal.SIGSEGV)")
     assert out.returncode == 1, out.stdout + out.stderr
     assert ("[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), killed by signal "
             "SIGSEGV (11)") in out.stderr.splitlines(), out.stderr

@@ -321,12 +321,7 @@ Tensor ReattachFunctionOutput(const Tensor& saved, int index) {
       !running_function->output_meta[static_cast<size_t>(index)].differentiable) {
     return saved;
   }
-  Tensor out = Detach(saved);
-  AutogradMeta& meta = out.impl()->EnsureAutogradMeta();
-  meta.requires_grad = true;
-  meta.grad_fn = running_function->shared_from_this();
-  meta.output_nr = index;
-  return out;
+  return AtEdge(saved, Edge{running_function->shared_from_this(), index});
 }
 
 TensorList ApplyCustomFunction(std::string name, const TensorList& inputs, const TensorList& outputs,

@@ -78,7 +78,8 @@ void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
     for (const auto& [name, t] : s) {
       TESSEL_CHECK(t.sizes() == param->sizes(), "optimizer load_state_dict: state '", name, "' of '", fqn,
                    "' has shape ", ShapeStr(t.sizes()), " but the parameter has shape ", ShapeStr(param->sizes()));
-      CopyInPlace(State(fqn, name, *param), t);
+      Tensor& live = State(fqn, name, *param);
+      if (!live.is_same(t)) CopyInPlace(live, t);  // (a state dict taken from this optimizer aliases its buffers)
     }
   }
   steps_ = sd.steps;

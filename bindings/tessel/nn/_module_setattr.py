@@ -122,9 +122,9 @@ def _evict(self, name, buffer=False, child=False):
         noted = _dict(self).get(_NONE_KEY)
         if noted is not None and noted.get(name) is False:
             del noted[name]
-    if child and (_child_module(self, name) is not None or name in _dict(self).get("_modules", {})):
+    if child:
         if _child_module(self, name) is not None:
             _drop_child(self, name)
-        self.__dict__.get("_modules", {}).pop(name, None)
+        _dict(self).get("_modules", {}).pop(name, None)
     if _has_dict(self) and name in self.__dict__:
         del self.__dict__[name]

@@ -95,10 +95,13 @@ class _LiveState(_ParamState):
 
     def __setitem__(self, p, value):
         super().__setitem__(p, _LiveEntry(self, value))
-        self._optimizer._write_state(self)
+        self._written()
 
     def __delitem__(self, p):
         super().__delitem__(p)
+        self._written()
+
+    def _written(self):
         self._optimizer._write_state(self)
 
 
@@ -111,11 +114,11 @@ class _LiveEntry(dict):
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
-        self._owner._optimizer._write_state(self._owner)
+        self._owner._written()
 
     def __delitem__(self, key):
         super().__delitem__(key)
-        self._owner._optimizer._write_state(self._owner)
+        self._owner._written()
 
 
 def _loaded_value(p, value):

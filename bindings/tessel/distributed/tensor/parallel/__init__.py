@@ -192,7 +192,7 @@ def _style(style, where):
 def _resolves(module, fqn):
     """Whether a plan key names a submodule; if not, torch's warning (the entry is skipped, as torch's: one plan
     can serve models that lack some of its modules)."""
-    if fqn == "" or _C.tp_match_modules(module, fqn):  # "": torch's shortcut for the module itself
+    if _C.tp_match_modules(module, fqn):  # ("" matches the module itself: torch's shortcut)
         return True
     atoms, at = fqn.split("."), module
     for k in range(1, len(atoms) + 1):
@@ -226,7 +226,7 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items()]
         _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
         styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items()
-                  for name in (_C.tp_match_modules(module, str(fqn)) if str(fqn) else [""])]  # "": the module
+                  for name in _C.tp_match_modules(module, str(fqn))]
     else:
         _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
                                          src_data_rank, tp_axis)
