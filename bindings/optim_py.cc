@@ -41,6 +41,13 @@ void BindOptim(py::module_& m) {
           o.LoadStateDict({.state = std::move(state), .steps = std::move(steps), .hyper = std::move(hyper)});
         });
       }, py::arg("state"), py::arg("steps"), py::arg("hyper"))
+      .def("_param_state", [](const optim::Optimizer& o, const std::string& fqn) {
+        auto [entries, step] = o.ParamState(fqn);
+        return py::make_tuple(entries, step);
+      }, py::arg("fqn"), "(one parameter's state buffers by name, aliases of the live tensors; its step count)")
+      .def("_load_param_state", [](optim::Optimizer& o, const std::string& fqn, std::map<std::string, Tensor> entries,
+                                   int64_t step) { NoGil([&] { o.LoadParamState(fqn, entries, step); }); },
+           py::arg("fqn"), py::arg("entries"), py::arg("step"))
       .def_property_readonly("param_names", [](const optim::Optimizer& o) {
         std::vector<std::string> out;
         for (const auto& [name, p] : o.params()) out.push_back(name);

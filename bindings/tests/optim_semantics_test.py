@@ -257,3 +257,64 @@ def test_an_sgd_momentum_buffer_set_to_none_restarts_from_the_next_gradient():
     (p * p).sum().backward()
     opt.step()  # a fresh buffer is the gradient itself: p - 0.1 * 2p
     assert p.tolist() == pytest.approx([v - 0.1 * 2 * v for v in before], rel=1e-6)
+
+
+def _sgd_momentum(n):
+    ps = [tessel.nn.Parameter(tessel.tensor([float(i + 1), 1.0])) for i in range(n)]
+    opt = tessel.optim.SGD(ps, lr=0.1, momentum=0.5)
+    opt.zero_grad()
+    sum((p * p).sum() for p in ps).backward()
+    opt.step()
+    return ps, opt
+
+
+def test_a_state_entry_written_then_edited_in_place_is_what_the_next_step_uses():
+    # torch's state keeps the written tensor, so an in-place edit through the entry reaches the step; the entry
+    # kept the caller's tensor after its value was copied into the optimizer, and later edits were lost
+    ps, opt = _sgd_momentum(2)
+    st = opt.state[ps[0]]
+    st["momentum_buffer"] = tessel.ones(2)
+    st["momentum_buffer"].mul_(3.0)
+    before = ps[0].tolist()
+    opt.zero_grad()
+    sum((p * p).sum() for p in ps).backward()
+    opt.step()  # buf = 0.5 * 3 + 2p, p -= 0.1 * buf
+    assert ps[0].tolist() == pytest.approx([v - 0.1 * (1.5 + 2 * v) for v in before], rel=1e-6)
+
+
+def test_a_step_tensor_written_into_the_state_is_the_live_one_and_other_entries_stay_live():
+    # torch increments state["step"] in place: a tensor written there counts on. A write reloaded the whole state,
+    # which also detached the step tensors state_dict() had handed out for the other parameters.
+    p0, p1 = tessel.nn.Parameter(tessel.ones(2)), tessel.nn.Parameter(tessel.ones(2))
+    opt = tessel.optim.Adam([p0, p1], lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        ((p0 * p0).sum() + (p1 * p1).sum()).backward()
+        opt.step()
+    other = opt.state_dict()["state"][1]["step"]
+    mine = tessel.tensor(5.0)
+    opt.state[p0]["step"] = mine
+    opt.zero_grad()
+    ((p0 * p0).sum() + (p1 * p1).sum()).backward()
+    opt.step()
+    assert (mine.item(), other.item()) == (6.0, 3.0)
+    assert opt.state_dict()["state"][0]["step"].item() == 6.0
+
+
+def test_state_entries_are_read_and_written_per_parameter():
+    # every opt.state access rebuilt the whole state dict (a new object each time) and every write loaded it
+    # back: a loop over the parameters' entries did quadratic work. As torch's, opt.state is now one dict whose
+    # entries keep their identity, a key that is not one of the optimizer's parameters is a plain entry, and a
+    # deleted entry is gone from the optimizer alone.
+    ps, opt = _sgd_momentum(3)
+    stranger = tessel.nn.Parameter(tessel.zeros(2))
+    state = opt.state
+    ids = lambda keys: [id(k) for k in keys]  # noqa: E731
+    assert stranger not in state and len(state) == 3 and ids(state) == ids(ps)
+    assert opt.state is state and opt.state[ps[0]] is state[ps[0]]
+    del state[ps[1]]
+    assert ids(opt.state) == ids([ps[0], ps[2]]) and opt.state_dict()["state"].keys() == {0, 2}
+    state[stranger]["x"] = 1  # a defaultdict entry of its own, not written to the optimizer
+    assert ids(opt.state) == ids([ps[0], ps[2], stranger]) and opt.state[stranger] == {"x": 1}
+    with pytest.raises(KeyError):
+        del opt.state[ps[1]]

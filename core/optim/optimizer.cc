@@ -63,31 +63,53 @@ Tensor& Optimizer::State(const std::string& fqn, const std::string& name, const 
 
 OptimizerStateDict Optimizer::GetStateDict() const { return {state_, steps_, Hyper()}; }
 
-void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
-  for (const auto& [fqn, s] : sd.state) {
-    bool known = false;
-    for (const auto& [name, p] : params_) known = known || name == fqn;
-    TESSEL_CHECK(known, "optimizer load_state_dict: state for unknown parameter '", fqn, "'");
+const Tensor& Optimizer::Param(const std::string& fqn, const char* what) const {
+  for (const auto& [name, p] : params_) {
+    if (name == fqn) return p;
   }
+  TESSEL_FAIL(ErrorCode::kInvalidArgument, "optimizer ", what, ": state for unknown parameter '", fqn, "'");
+}
+
+void Optimizer::CopyIntoState(const std::string& fqn, const std::map<std::string, Tensor>& s) {
+  const Tensor& param = Param(fqn, "load_state_dict");
   NoGradGuard no_grad;
-  for (const auto& [fqn, s] : sd.state) {
-    const Tensor* param = nullptr;
-    for (const auto& [name, p] : params_) {
-      if (name == fqn) param = &p;
-    }
-    for (const auto& [name, t] : s) {
-      TESSEL_CHECK(t.sizes() == param->sizes(), "optimizer load_state_dict: state '", name, "' of '", fqn,
-                   "' has shape ", ShapeStr(t.sizes()), " but the parameter has shape ", ShapeStr(param->sizes()));
-      Tensor& live = State(fqn, name, *param);
-      if (!live.is_same(t)) CopyInPlace(live, t);  // (a state dict taken from this optimizer aliases its buffers)
-    }
+  for (const auto& [name, t] : s) {
+    TESSEL_CHECK(t.sizes() == param.sizes(), "optimizer load_state_dict: state '", name, "' of '", fqn,
+                 "' has shape ", ShapeStr(t.sizes()), " but the parameter has shape ", ShapeStr(param.sizes()));
+    Tensor& live = State(fqn, name, param);
+    if (!live.is_same(t)) CopyInPlace(live, t);  // (a state dict taken from this optimizer aliases its buffers)
   }
+}
+
+void Optimizer::LoadStateDict(const OptimizerStateDict& sd) {
+  for (const auto& [fqn, s] : sd.state) Param(fqn, "load_state_dict");  // every name known before any copy
+  for (const auto& [fqn, s] : sd.state) CopyIntoState(fqn, s);
   steps_ = sd.steps;
   SetHyper(sd.hyper);
 }
 
 void Optimizer::DropStateExcept(const std::set<std::string>& keep) {
   std::erase_if(state_, [&](const auto& entry) { return !keep.count(entry.first); });
+}
+
+void Optimizer::LoadParamState(const std::string& fqn, const std::map<std::string, Tensor>& entries, int64_t step) {
+  const Tensor& param = Param(fqn, "state write");
+  for (const auto& [name, t] : entries) {  // every shape checked before the old buffers go
+    TESSEL_CHECK(t.defined() && t.sizes() == param.sizes(), "optimizer state write: state '", name, "' of '", fqn,
+                 "' has shape ", t.defined() ? ShapeStr(t.sizes()) : "(undefined)", " but the parameter has shape ",
+                 ShapeStr(param.sizes()));
+  }
+  auto kept = state_.extract(fqn);  // (a new entry may be one of the old buffers: it stays alive for the copy)
+  CopyIntoState(fqn, entries);
+  if (entries.empty()) state_.erase(fqn);
+  steps_[fqn] = step;
+}
+
+std::pair<std::map<std::string, Tensor>, int64_t> Optimizer::ParamState(const std::string& fqn) const {
+  Param(fqn, "state");
+  const auto s = state_.find(fqn);
+  const auto t = steps_.find(fqn);
+  return {s == state_.end() ? std::map<std::string, Tensor>() : s->second, t == steps_.end() ? 0 : t->second};
 }
 
 SGD::SGD(nn::StateDict named_params, SGDOptions options) : Optimizer(std::move(named_params)), o_(options) {

@@ -62,6 +62,13 @@ class Optimizer {
   // Frees the state buffers of every parameter not in `keep` (their next step starts them over): with a load of
   // torch's layout, whose state replaces all of it, so a parameter without an entry is fresh, as torch's.
   void DropStateExcept(const std::set<std::string>& keep);
+  // One parameter's state replaced: its buffers become copies of `entries` (none: it starts over at its next
+  // step, as a parameter absent from a loaded state dict) and its step count `step`; the others are untouched.
+  // What a write to one entry of torch's `optimizer.state[p]` does, without a whole state dict's round trip.
+  // REQUIRES: fqn is one of this optimizer's parameters and each tensor has its shape (kInvalidArgument).
+  void LoadParamState(const std::string& fqn, const std::map<std::string, Tensor>& entries, int64_t step);
+  // Parameter fqn's state buffers (aliases of the live tensors; empty before its first step) and step count.
+  std::pair<std::map<std::string, Tensor>, int64_t> ParamState(const std::string& fqn) const;
 
   // The hyperparameters by name ("lr", "beta1", "weight_decay", ...), as the state dict holds them; the
   // Python face sets a parameter group's values before every step (torch reads param_groups each step).
@@ -72,6 +79,10 @@ class Optimizer {
   virtual std::vector<std::string> StateNames() const = 0;
 
  protected:
+  // The parameter named fqn (kInvalidArgument naming `what` when there is none).
+  const Tensor& Param(const std::string& fqn, const char* what) const;
+  // Copies s's tensors into parameter fqn's state buffers (created as needed), each checked against its shape.
+  void CopyIntoState(const std::string& fqn, const std::map<std::string, Tensor>& s);
   // The state tensor `name` of parameter `fqn`, created as zeros like the parameter on first use.
   Tensor& State(const std::string& fqn, const std::string& name, const Tensor& like);
   // kFailedPrecondition naming the FQNs whose handles nn::Module::SetParameter has replaced.

@@ -200,6 +200,46 @@ TEST(OptimizerTest, StateDictRoundTripContinuesIdentically) {
   }
 }
 
+// One parameter's state replaced alone (torch's `optimizer.state[p] = entry`): its next step continues from the
+// written moments and count, as a whole state dict loaded with that entry would; an empty entry starts it over;
+// the other parameter's buffers keep their identity; a wrong shape or name changes nothing.
+TEST(OptimizerTest, LoadParamStateReplacesOneParametersStateAlone) {
+  auto two = [] {
+    auto ps = OneParam({1.0, 2.0}, {0.3, -0.7});
+    auto q = OneParam({-1.0}, {0.5});
+    ps.emplace_back("v", q[0].second);
+    return ps;
+  };
+  auto pa = two(), pb = two();
+  AdamW a(pa, {.lr = 0.05}), b(pb, {.lr = 0.05});
+  a.Step();
+  b.Step();
+  OptimizerStateDict written = b.GetStateDict();
+  written.state["w"]["exp_avg"] = FromVector<double>({0.5, -0.25});
+  written.steps["w"] = 7;
+  const Tensor v_buffer = a.ParamState("v").first.at("exp_avg");
+  a.LoadParamState("w", {{"exp_avg", FromVector<double>({0.5, -0.25})},
+                         {"exp_avg_sq", written.state["w"]["exp_avg_sq"]}}, 7);
+  b.LoadStateDict(written);
+  EXPECT_EQ(a.ParamState("w").second, 7);
+  EXPECT_TRUE(a.ParamState("v").first.at("exp_avg").is_same(v_buffer));
+  a.Step();
+  b.Step();
+  EXPECT_EQ(pa[0].second.ToDoubleVector(), pb[0].second.ToDoubleVector());
+  EXPECT_EQ(pa[1].second.ToDoubleVector(), pb[1].second.ToDoubleVector());
+  a.LoadParamState("w", {}, 0);
+  EXPECT_TRUE(a.ParamState("w").first.empty());
+  EXPECT_EQ(a.ParamState("w").second, 0);
+  a.Step();
+  EXPECT_EQ(a.ParamState("w").second, 1);
+  testing::ExpectErrorContains([&] { a.LoadParamState("w", {{"exp_avg", FromVector<double>({1.0})}}, 3); },
+                               ErrorCode::kInvalidArgument,
+                               "state 'exp_avg' of 'w' has shape [1] but the parameter has shape [2]");
+  EXPECT_EQ(a.ParamState("w").second, 1);
+  testing::ExpectErrorContains([&] { a.LoadParamState("nope", {}, 0); }, ErrorCode::kInvalidArgument,
+                               "optimizer state write: state for unknown parameter 'nope'");
+}
+
 TEST(OptimizerTest, ClipGradNormScalesToTheGlobalNorm) {
   auto p1 = OneParam({0, 0}, {3, 0});
   auto p2 = OneParam({0}, {4});

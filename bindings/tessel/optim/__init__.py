@@ -82,43 +82,83 @@ class _ParamState(collections.abc.MutableMapping):
 
 
 class _LiveState(_ParamState):
-    """A built-in optimizer's `state`: a write (an entry set or deleted) reaches the optimizer."""
+    """A built-in optimizer's `state` (one object per optimizer, as torch's dict): a parameter's entry is read
+    from its group's C++ optimizer on every access (into the same entry object, whose values alias the live
+    buffers), and a write (an entry set or deleted, a buffer set in one) replaces that parameter's state alone,
+    as torch's dict does: no whole state dict goes back and forth, so a loop over every parameter's entry
+    costs one parameter's work each. Keys that are not this optimizer's parameters are plain entries."""
 
     def __init__(self, optimizer):
         super().__init__()
         self._optimizer = optimizer
 
+    def _lookup(self, p):
+        """p's entry, or None while it has none (torch's dict holds no key for it then)."""
+        key = hash(p)
+        cached = self._entries.get(key)
+        fresh = self._optimizer._param_entry(p)
+        if fresh is None or (not fresh and cached is None):  # not a parameter here / no state and never asked for
+            return cached[1] if cached else None
+        if cached is None:
+            cached = self._entries[key] = (p, _LiveEntry(self, p, {}))
+        dict.clear(cached[1])
+        dict.update(cached[1], fresh)
+        return cached[1]
+
     def __getitem__(self, p):
-        if p not in self:  # (defaultdict(dict): an entry to fill, written through like the others)
-            super().__setitem__(p, _LiveEntry(self, {}))
-        return super().__getitem__(p)
+        entry = self._lookup(p)
+        if entry is None:  # (defaultdict(dict): an entry to fill, written through like the others)
+            entry = _LiveEntry(self, p, {})
+            self._entries[hash(p)] = (p, entry)
+        return entry
+
+    def __contains__(self, p):
+        return self._lookup(p) is not None
+
+    def get(self, p, default=None):
+        entry = self._lookup(p)
+        return default if entry is None else entry
+
+    def __iter__(self):
+        params = self._optimizer._params_in_order()
+        ours = {hash(p) for p in params}
+        return iter([p for p in params if self._lookup(p) is not None] +
+                    [p for p, _ in self._entries.values() if hash(p) not in ours])
+
+    def __len__(self):
+        return len(list(iter(self)))
 
     def __setitem__(self, p, value):
-        super().__setitem__(p, _LiveEntry(self, value))
-        self._written()
+        entry = _LiveEntry(self, p, value)
+        self._entries[hash(p)] = (p, entry)
+        self._written(p, entry)
 
     def __delitem__(self, p):
-        super().__delitem__(p)
-        self._written()
+        if self._lookup(p) is None:
+            raise KeyError(p)
+        del self._entries[hash(p)]
+        self._optimizer._write_entry(p, None)
 
-    def _written(self):
-        self._optimizer._write_state(self)
+    def _written(self, p, entry):
+        if self._optimizer._write_entry(p, dict(entry)):
+            self._lookup(p)  # the entry now holds the live buffers the values were copied into
 
 
 class _LiveEntry(dict):
     """One parameter's entries in a _LiveState: `state[p]["momentum_buffer"] = t` reaches the optimizer."""
 
-    def __init__(self, owner, entries):
+    def __init__(self, owner, param, entries):
         super().__init__(entries)
         self._owner = owner
+        self._param = param
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
-        self._owner._written()
+        self._owner._written(self._param, self)
 
     def __delitem__(self, key):
         super().__delitem__(key)
-        self._owner._written()
+        self._owner._written(self._param, self)
 
 
 def _loaded_value(p, value):
@@ -165,6 +205,7 @@ class Optimizer(_hooks.HookMethods):
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
         self._fqns = []  # per group: its parameters' FQNs in order (checkpoint keys; state_dict's integer ids)
         self._state = _ParamState()
+        self._where = {}
         for g in _param_groups(params):
             self.add_param_group(g)
 
@@ -180,11 +221,9 @@ class Optimizer(_hooks.HookMethods):
         reach the optimizer, as torch's (they were dropped)."""
         if self._python:
             return self._state
-        out = _LiveState(self)
-        params = [p for g in self.param_groups for p in g["params"]]
-        for pid, entry in _hooks.unhooked(self, "state_dict")()["state"].items():
-            out._entries[hash(params[pid])] = (params[pid], _LiveEntry(out, entry))
-        return out
+        if "_live_state" not in self.__dict__:
+            self._live_state = _LiveState(self)
+        return self._live_state
 
     @state.setter
     def state(self, value):
@@ -200,11 +239,43 @@ class Optimizer(_hooks.HookMethods):
         """The built-in optimizers' state replaced by `mapping` (parameter -> entries; a parameter without any
         starts over at its next step), through load_state_dict's torch layout."""
         sd = _hooks.unhooked(self, "state_dict")()
-        params = [p for g in self.param_groups for p in g["params"]]
+        params = self._params_in_order()
         # (an entry set to None drops that buffer: torch's momentum_buffer = None restarts it from the next gradient)
         entries = [{k: v for k, v in (mapping.get(p) or {}).items() if v is not None} for p in params]
         sd["state"] = {i: e for i, e in enumerate(entries) if e}
         _hooks.unhooked(self, "load_state_dict")(sd)
+
+    def _params_in_order(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def _param_entry(self, p):
+        """p's entry in torch's layout, read from its group's C++ optimizer ({} before its first step; None when
+        p is not one of this optimizer's parameters)."""
+        where = self._where.get(hash(p))
+        if where is None:
+            return None
+        gi, name = where
+        opt = self._optimizers[gi]
+        buffers, step = opt._param_state(name)
+        return self._torch_entry(gi, opt, name, buffers, step)
+
+    def _write_entry(self, p, entry):
+        """torch's `state[p] = entry` (None: `del state[p]`) for a built-in optimizer: p's buffers and step become
+        the entry's (a buffer set to None is dropped: it starts over from the next gradient, as torch's
+        momentum_buffer = None); the other parameters' state is untouched. False when p is not optimized here."""
+        where = self._where.get(hash(p))
+        if where is None:
+            return False
+        gi, name = where
+        buffers, step = self._cpp_entry({k: v for k, v in (entry or {}).items() if v is not None})
+        self._optimizers[gi]._load_param_state(name, buffers, step)
+        live = self.__dict__.get("_live_steps")  # [Note: live steps]: a step tensor written in is the live one
+        given = (entry or {}).get("step")
+        if isinstance(given, _C.Tensor) and given.dim() == 0 and given.dtype == _scalar_dtype():
+            self.__dict__.setdefault("_live_steps", {})[(gi, name)] = [given, step]
+        elif live:
+            live.pop((gi, name), None)
+        return True
 
     @staticmethod
     def _closure_loss(closure):
@@ -338,6 +409,7 @@ class Optimizer(_hooks.HookMethods):
             names.add(name)
         self._optimizers.append(None if self._python else self._make(named, group))
         self._fqns.append([n for n, _ in named])
+        self._where.update((hash(p), (gi, n)) for n, p in named)  # parameter -> (group, name): state[p]'s entry
         group["params"] = [p for _, p in named]
         self.param_groups.append(group)
 
@@ -373,15 +445,9 @@ class Optimizer(_hooks.HookMethods):
             buffers, steps, _ = opt._get_state()
             ids = []
             for name in names:
-                entry = dict(buffers.get(name, {}))
-                if entry or steps.get(name, 0):  # "step" first, as torch's (Adam: step, exp_avg, exp_avg_sq)
-                    entry = dict(step=self._live_step(gi, name, steps.get(name, 0)), **entry)  # [Note: live steps]
-                    entry = self._torch_state(entry, opt, name)
-                    order = type(self)._state_order
-                    entry = dict([(k, entry[k]) for k in order if k in entry] +
-                                 [(k, v) for k, v in entry.items() if k not in order])
-                    if entry:  # (plain SGD keeps none)
-                        state[index] = entry
+                entry = self._torch_entry(gi, opt, name, buffers.get(name, {}), steps.get(name, 0))
+                if entry:  # (plain SGD keeps none)
+                    state[index] = entry
                 ids.append(index)
                 index += 1
             groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=ids))
@@ -394,6 +460,24 @@ class Optimizer(_hooks.HookMethods):
         """Parameter `name`'s state_dict entry as torch's optimizer keeps it (hook for the subclasses; opt is the
         group's C++ optimizer)."""
         return entry
+
+    def _torch_entry(self, gi, opt, name, buffers, step):
+        """Parameter `name`'s state_dict entry in torch's layout from its C++ buffers and step count in group gi
+        ({} while it has neither): "step" first, as torch's (Adam: step, exp_avg, exp_avg_sq)."""
+        if not (buffers or step):
+            return {}
+        entry = dict(step=self._live_step(gi, name, step), **buffers)  # [Note: live steps]
+        entry = self._torch_state(entry, opt, name)
+        order = type(self)._state_order
+        return dict([(k, entry[k]) for k in order if k in entry] + [(k, v) for k, v in entry.items() if k not in order])
+
+    def _cpp_entry(self, entry):
+        """(buffers, step count) of a torch-layout entry as the C++ optimizer keeps them."""
+        entry = {k: v for k, v in entry.items() if k not in self._derived_state}
+        # torch's SGD saves no "step": a saved momentum buffer means the parameter has stepped (its next step must
+        # update that buffer, not start it over from the gradient)
+        step = entry.pop("step", 1 if entry else 0)
+        return entry, int(step.item() if isinstance(step, _C.Tensor) else step)
 
     def load_state_dict(self, state_dict):
         """Loads torch's layout (from state_dict()): per-parameter state by id and each group's options."""
@@ -408,18 +492,13 @@ class Optimizer(_hooks.HookMethods):
         if self._python:
             return self._python_load_state_dict(state_dict)
         self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
+        self.__dict__.pop("_live_state", None)  # (torch's load_state_dict makes a new state dict)
         for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
             buffers, steps = {}, {}
             for pid, name in zip(saved["params"], names):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
-                if entry is None:
-                    continue
-                entry = {k: v for k, v in entry.items() if k not in self._derived_state}
-                # torch's SGD saves no "step": a saved momentum buffer means the parameter has stepped (its next
-                # step must update that buffer, not start it over from the gradient)
-                step = entry.pop("step", 1 if entry else 0)
-                steps[name] = int(step.item() if isinstance(step, _C.Tensor) else step)
-                buffers[name] = entry
+                if entry is not None:
+                    buffers[name], steps[name] = self._cpp_entry(entry)
             group.update({k: v for k, v in saved.items() if k != "params"})
             opt._load_state(buffers, steps, self._hyper(group))
 
