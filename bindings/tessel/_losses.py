@@ -41,17 +41,20 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if size_average is not None or reduce is not None:
         from .nn import _reduction
         reduction = _reduction.legacy_get_string(size_average, reduce)
-    d = (input - target).abs()
+    r = input - target
+    d = r.abs()
     if beta == 0:
         return _reduce(d, reduction)
-    return _reduce(_C._functional.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+    # the square of r, not of |r|: |r|'s derivative is 0 at r = 0, so (|r|·|r|)'' read 0 there instead of 1/beta
+    return _reduce(_C._functional.where(d < beta, r * r * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    d = (input - target).abs()
-    loss = _C._functional.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    r = input - target
+    d = r.abs()
+    loss = _C._functional.where(d < delta, r * r * 0.5, (d - 0.5 * delta) * delta)  # (r², not |r|²: smooth_l1_loss)
     return _reduce(loss * weight if weight is not None else loss, reduction)
 
 

@@ -751,6 +751,18 @@ def test_layer_options_found_by_the_nn_zoo_sweep_match_torch():
     assert bag(tessel.tensor([[0, 1]])).tolist() == [[4.0, 6.0]] and not bag.weight.requires_grad
 
 
+def test_smooth_l1_and_huber_second_derivatives_at_a_zero_residual_are_one_over_beta():
+    # the quadratic branch squared |r|, whose derivative is 0 at r = 0: the Hessian there read 0 instead of 1/beta
+    # (and delta for huber), silently wrong double backward where a prediction meets its target exactly
+    d = tessel.tensor([-0.5, 0.0, 0.25], requires_grad=True)
+    zero = tessel.zeros(3)
+    for loss, curvature in ((lambda: nn.functional.smooth_l1_loss(d, zero, reduction="sum", beta=2.0), 0.5),
+                            (lambda: nn.functional.huber_loss(d, zero, reduction="sum", delta=2.0), 1.0)):
+        g, = tessel.autograd.grad(loss(), d, create_graph=True)
+        h, = tessel.autograd.grad(g.sum(), d)
+        assert g.tolist() == [-0.5 * curvature, 0.0, 0.25 * curvature] and h.tolist() == [curvature] * 3
+
+
 def test_second_derivatives_through_functions_that_save_their_outputs():
     # a custom Function saving its output (torch's docs' Exp), and tessel's own std / vector_norm / pow with a
     # tensor exponent / ndtri / log_ndtr: a create_graph backward lost the saved output's graph (silently wrong

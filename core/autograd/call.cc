@@ -80,8 +80,10 @@ class OpNode final : public Node {
                       "Trying to backward through the graph a second time (or directly access saved tensors after they "
                       "have already been freed): backward through '", op_.name, "' a second time, its saved tensors "
                       "were freed; pass retain_graph=true to the first backward");
-    TensorList inputs = Unpack(saved_inputs_, "input");
-    TensorList outputs = Unpack(saved_outputs_, "output");
+    std::vector<char> needs(next_edges.size());
+    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
+    TensorList inputs = Unpack(saved_inputs_, "input", &needs);
+    TensorList outputs = Unpack(saved_outputs_, "output", nullptr);
     if (internal::CreatingGraphImpl()) {
       RelinkOutputs(outputs);
       for (size_t i = 0; i < inputs.size(); ++i) {  // (without hooks the saved input is the tensor itself)
@@ -91,8 +93,6 @@ class OpNode final : public Node {
         }
       }
     }
-    std::vector<char> needs(next_edges.size());
-    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid() && i < mask.size() && mask[i];
     const bool* needs_ptr = reinterpret_cast<const bool*>(needs.data());
     BackwardContext ctx{attrs_, inputs, outputs, grads, std::span<const bool>(needs_ptr, needs.size()), input_sizes_};
     TensorList out = op_.backward(ctx);
@@ -136,7 +136,16 @@ class OpNode final : public Node {
   }
 
   bool saved_any_ = false;
-  TensorList Unpack(const std::vector<Saved>& saved, const char* what) const {
+  // Whether some gradient this backward computes (needs) reads saved input i's values (OpDef::saved_input_readers).
+  bool ValuesRead(size_t i, const std::vector<char>& needs) const {
+    if (i >= op_.saved_input_readers.size()) return true;
+    for (int reader : op_.saved_input_readers[i]) {
+      if (static_cast<size_t>(reader) < needs.size() && needs[reader]) return true;
+    }
+    return false;
+  }
+  // The saved tensors; `needs` (inputs only): the gradients computed, whose readers' inputs are version-checked.
+  TensorList Unpack(const std::vector<Saved>& saved, const char* what, const std::vector<char>* needs) const {
     TensorList out;
     out.reserve(saved.size());
     for (size_t i = 0; i < saved.size(); ++i) {
@@ -145,7 +154,7 @@ class OpNode final : public Node {
         out.push_back(s.unpack());
         continue;
       }
-      if (s.tensor.defined()) {
+      if (s.tensor.defined() && (needs == nullptr || ValuesRead(i, *needs))) {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.tensor.impl()->version() == s.version,
                           "one of the variables needed for gradient computation has been modified by an inplace "
                           "operation: ", what, " ", i, " of '", op_.name, "' (shape ", ShapeStr(s.tensor.sizes()),

@@ -48,6 +48,12 @@ struct OpDef {
   bool save_inputs = true;      // keep inputs for backward
   // With save_inputs: keep only these inputs (empty: all). gelu_precomputed keeps pre, not its output's input.
   std::vector<int> saved_inputs;
+  // Per input i (where given): the inputs whose gradients read input i's saved values; a product's operands are
+  // each read by the other's gradient alone ({{1}, {0}}; linear's bias by none). A saved input none of whose
+  // readers needs a gradient in this backward is not checked against in-place writes since the forward: torch
+  // saves it only when a gradient reads it, so an update of a weight between forward and backward is allowed
+  // while the activation needs no gradient (the formula reads only its shape). Inputs past the list: every one.
+  std::vector<std::vector<int>> saved_input_readers;
   bool save_outputs = false;    // keep outputs for backward
   // With save_outputs: keep only these outputs (empty: all). LayerNorm keeps its statistics, not y.
   std::vector<int> saved_outputs;

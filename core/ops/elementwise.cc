@@ -510,7 +510,8 @@ const OpDef& kSub = RegisterOp({.name = "sub",
                                 .save_inputs = false});
 const OpDef& kMul = RegisterOp({.name = "mul",
                                 .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kMul>(in, a, "mul"); },
-                                .backward = MulBackward});
+                                .backward = MulBackward,
+                                .saved_input_readers = {{1}, {0}}});
 const OpDef& kDiv = RegisterOp({.name = "div",
                                 .cpu = [](auto in, auto& a) { return BinaryKernel<BinOp::kDiv>(in, a, "div"); },
                                 .backward = DivBackward});

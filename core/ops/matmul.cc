@@ -497,8 +497,10 @@ TensorList LinearBackward(const BackwardContext& c) {
   return LinearInputGrads(c.inputs[0], c.inputs[1], c.grad_outputs[0], c.needs_input_grad);
 }
 
-const OpDef& kMatmul = RegisterOp({.name = "matmul", .cpu = MatmulKernel, .backward = MatmulBackward});
-const OpDef& kLinear = RegisterOp({.name = "linear", .cpu = LinearKernel, .backward = LinearBackward});
+const OpDef& kMatmul = RegisterOp(
+    {.name = "matmul", .cpu = MatmulKernel, .backward = MatmulBackward, .saved_input_readers = {{1}, {0}}});
+const OpDef& kLinear = RegisterOp(
+    {.name = "linear", .cpu = LinearKernel, .backward = LinearBackward, .saved_input_readers = {{1}, {0}, {}}});
 
 const OpDef& MatmulOp() { return kMatmul; }
 

@@ -9,6 +9,7 @@
 
 #include "core/autograd/call.h"
 #include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/dispatch/op.h"
 #include "core/memory/allocator.h"
@@ -86,6 +87,45 @@ const std::vector<std::pair<Shape, Shape>> kShapeCases = {
 
 Tensor MatmulWithFlags(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return autograd::CallOp1(GetOp("matmul"), {a, b}, Attrs().Set("transpose_a", ta).Set("transpose_b", tb));
+}
+
+// A product's operand is read only by the other operand's gradient (torch saves it only then): a weight updated
+// in place between forward and backward (an optimizer step, an EMA, weight clipping) is no error while the
+// activation it multiplies needs no gradient, and the weight's gradient is read from the activation. Once the
+// activation needs a gradient, the weight's values are read and the write is caught, as in torch.
+TEST(MatmulTest, AnOperandWrittenAfterTheForwardIsAnErrorOnlyWhenAGradientReadsIt) {
+  const Tensor data = FromVector<double>({1, 2, 3, 4}, {2, 2});
+  auto weight = [] { return FromVector<double>({1, -1, 2, 0.5}, {2, 2}).set_requires_grad(true); };
+  const Tensor bias_values = FromVector<double>({0.25, -0.5});
+  for (int op = 0; op < 3; ++op) {
+    SCOPED_TRACE(op);
+    Tensor w = weight(), b = Detach(bias_values).set_requires_grad(true);
+    Tensor y = op == 0 ? Matmul(data, w) : op == 1 ? Mul(w, data) : Linear(data, w, b);
+    {
+      NoGradGuard no_grad;
+      MulScalarInPlace(w, 0.5);
+      if (op == 2) MulScalarInPlace(b, 2.0);  // linear's bias is read by no gradient
+    }
+    Backward(y, OnesLike(y));
+    // matmul: dW = dataᵀ·1; mul: dW = data; linear: dW = 1ᵀ·data, db = column sums of 1
+    const std::vector<double> expected = op == 0 ? std::vector<double>{4, 4, 6, 6}
+                                         : op == 1 ? std::vector<double>{1, 2, 3, 4}
+                                                   : std::vector<double>{4, 6, 4, 6};
+    EXPECT_EQ(w.grad().ToVector<double>(), expected);
+    if (op == 2) EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{2, 2}));
+  }
+  for (int op = 0; op < 3; ++op) {
+    SCOPED_TRACE(op);
+    Tensor w = weight();
+    const Tensor x = Detach(data).set_requires_grad(true);
+    Tensor y = op == 0 ? Matmul(x, w) : op == 1 ? Mul(w, x) : Linear(x, w, Tensor());
+    {
+      NoGradGuard no_grad;
+      MulScalarInPlace(w, 0.5);
+    }
+    testing::ExpectErrorContains([&] { Backward(y, OnesLike(y)); }, ErrorCode::kFailedPrecondition,
+                                 {"modified by an inplace operation", "is at version 1; expected version 0"});
+  }
 }
 
 TEST(MatmulTest, MatchesNaiveLoopsForEveryShapeCase) {
