@@ -452,6 +452,31 @@ void BindCreation(py::module_& m) {
 
 // Tensor.grad_fn: the autograd node that made a tensor (None for leaves and tensors without history), with
 // torch's name(), next_functions ((node or None, input slot) per input) and, on AccumulateGrad, variable.
+// A node hook's gradients as torch passes them: a tuple, None where a gradient is undefined.
+py::tuple GradTuple(const TensorList& grads) {
+  py::tuple out(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) out[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
+  return out;
+}
+
+// What a Python node hook returned: None keeps the gradients; else a sequence of tensors or None (torch's).
+std::optional<TensorList> NodeHookResult(const py::object& r) {
+  if (r.is_none()) return std::nullopt;
+  if (!py::isinstance<py::sequence>(r) || py::isinstance<py::str>(r) || py::isinstance<Tensor>(r)) {
+    throw py::type_error(Str("expected tuple, but hook returned '",
+                             py::type::of(r).attr("__name__").cast<std::string>(), "'"));
+  }
+  TensorList out;
+  for (py::handle x : r.cast<py::sequence>()) {
+    if (!x.is_none() && !py::isinstance<Tensor>(x)) {
+      throw py::type_error(Str("expected Tensor or None in the tuple a node hook returned, but got '",
+                               py::type::of(x).attr("__name__").cast<std::string>(), "'"));
+    }
+    out.push_back(x.is_none() ? Tensor() : x.cast<Tensor>());
+  }
+  return out;
+}
+
 void BindAutogradNode(py::module_& m) {
   using autograd::Node;
   py::class_<Node, std::shared_ptr<Node>>(m, "_Node", "A node of the autograd graph (torch's grad_fn)")
@@ -473,7 +498,25 @@ void BindAutogradNode(py::module_& m) {
       .def("__eq__", [](const Node& a, py::object b) {
         return py::isinstance<Node>(b) && &a == &b.cast<const Node&>();
       })
-      .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); });
+      .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); })
+      // torch's Node.register_prehook (pre: fn(grad_outputs)) and register_hook (fn(grad_inputs, grad_outputs)):
+      // each returns replacements or None; Python wraps the remover in a handle (tessel/_compat.py).
+      .def("_register_hook", [](Node& n, py::object fn, bool pre) {
+        auto f = ShareCallable(std::move(fn));  // dropped with the GIL
+        const std::weak_ptr<Node> weak = n.shared_from_this();
+        const uint64_t id = pre ? n.pre_hooks.Add([f](const TensorList& g) {
+          py::gil_scoped_acquire gil;
+          return NodeHookResult((*f)(GradTuple(g)));
+        }) : n.post_hooks.Add([f](const TensorList& grad_inputs, const TensorList& grad_outputs) {
+          py::gil_scoped_acquire gil;
+          return NodeHookResult((*f)(GradTuple(grad_inputs), GradTuple(grad_outputs)));
+        });
+        return HookRemoverObject([weak, id, pre] {
+          if (const std::shared_ptr<Node> node = weak.lock()) {
+            pre ? node->pre_hooks.Remove(id) : node->post_hooks.Remove(id);
+          }
+        });
+      }, py::arg("fn"), py::arg("pre"));
 }
 
 }  // namespace
@@ -549,6 +592,11 @@ void BindTensor(py::module_& m) {
       .def_property_readonly("is_distributed", &Tensor::is_distributed)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      // torch's output_nr: which output of its grad_fn this tensor is (0 for a leaf)
+      .def_property_readonly("output_nr", [](const Tensor& t) {
+        const AutogradMeta* meta = t.checked_impl()->autograd_meta();
+        return meta != nullptr && meta->grad_fn ? meta->output_nr : 0;
+      })
       // torch's version counter: bumped by every in-place write to the storage (views share it)
       .def_property_readonly("_version", [](const Tensor& t) { return t.defined() ? t.impl()->version() : 0u; })
       // For the in-place shape methods composed in Python (t_, unsqueeze_, resize_, ...), which torch counts

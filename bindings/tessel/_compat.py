@@ -472,6 +472,25 @@ def _register_hook(self, hook):
 Tensor.register_hook = _register_hook
 
 
+def _node_hook(pre):
+    def register(self, hook):
+        holder = [hook]
+
+        def call(*grads):
+            fn = holder[0]
+            return None if fn is None else fn(*grads)
+
+        return _HookHandle(holder, self._register_hook(call, pre))
+    return register
+
+
+# torch's grad_fn.register_prehook(hook(grad_outputs)) and register_hook(hook(grad_inputs, grad_outputs)): each
+# returns replacement gradients or None; on a parameter's AccumulateGrad node (p.expand_as(p).grad_fn.
+# next_functions[0][0]) the hook runs once the gradient is in p.grad (Megatron / DeepSpeed DDP's ready signal).
+_C._Node.register_prehook = _node_hook(True)
+_C._Node.register_hook = _node_hook(False)
+
+
 def _register_post_accumulate_grad_hook(self, hook):
     """torch's Tensor.register_post_accumulate_grad_hook: hook(tensor) runs right after a backward pass added
     into this leaf's .grad (the optimizer-in-backward pattern: step and free each gradient as it is ready). The

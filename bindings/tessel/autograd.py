@@ -603,6 +603,7 @@ class _GradFn:
         return repr(self._node)
 
 
+graph.Node = _GradFn  # (isinstance(t.grad_fn, torch.autograd.graph.Node))
 _NODE_CLASSES = {}
 _grad_fn_cpp = _C.Tensor.grad_fn
 

@@ -89,3 +89,40 @@ def test_retain_grad_follows_the_tensor_through_in_place_writes():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def test_node_hooks_run_around_the_node_and_on_a_parameters_accumulator_after_its_grad_is_set():
+    # torch's grad_fn.register_prehook / register_hook were missing: Megatron / DeepSpeed / apex DDP hang their
+    # gradient-ready callback on p.expand_as(p).grad_fn.next_functions[0][0] (p's AccumulateGrad node)
+    p = tessel.tensor([1.0, 2.0], requires_grad=True)
+    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+    seen = []
+    handle = acc.register_hook(lambda grad_inputs, grad_outputs: seen.append(
+        (len(grad_inputs), grad_outputs[0].tolist(), p.grad.tolist())))
+    (p * 2).sum().backward()
+    (p * 3).sum().backward()
+    assert seen == [(0, [2.0, 2.0], [2.0, 2.0]), (0, [3.0, 3.0], [5.0, 5.0])]
+    handle.remove()
+    (p * 2).sum().backward()
+    assert len(seen) == 2 and p.grad.tolist() == [7.0, 7.0]
+
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    w = tessel.tensor([3.0, -1.0], requires_grad=True)
+    y = x * w
+    assert isinstance(y.grad_fn, tessel.autograd.graph.Node) and y.output_nr == 0
+    order = []
+    y.grad_fn.register_prehook(lambda go: order.append("pre") or (go[0] * 10,))
+    # the post hook sees what the node computed (d/dx = 10·w, d/dw = 10·x) and replaces x's part
+    y.grad_fn.register_hook(lambda gi, go: order.append(("post", gi[0].tolist(), gi[1].tolist(), go[0].tolist()))
+                            or (gi[0] + 1, gi[1]))
+    y.sum().backward()
+    assert order == ["pre", ("post", [30.0, -10.0], [10.0, 20.0], [10.0, 10.0])]
+    assert x.grad.tolist() == [31.0, -9.0] and w.grad.tolist() == [10.0, 20.0]
+    z = x * w
+    z.grad_fn.register_hook(lambda gi, go: (gi[0],))
+    with pytest.raises(RuntimeError, match=r"has returned an incorrect number of values \(got 1, but expected 2\)"):
+        z.sum().backward()
+    z = x * w
+    z.grad_fn.register_prehook(lambda go: go[0])
+    with pytest.raises(TypeError, match="expected tuple, but hook returned 'Tensor'"):
+        z.sum().backward()

@@ -70,7 +70,7 @@ void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, 
     const bool any = autograd::internal::PrepareNodeInputs(n, in);
     TensorList outs;
     if (visit(n, in, any) && any) {
-      outs = n->Apply(std::move(in));
+      outs = autograd::internal::RunNodeApply(n, std::move(in));
       autograd::internal::CheckAnomaly(*n, outs);
       if (!retain_graph) n->ReleaseSaved();
     }

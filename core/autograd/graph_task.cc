@@ -49,6 +49,38 @@ void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edg
   }
 }
 
+namespace {
+// A node hook's replacement list checked against the list it replaces (torch's "hook ... has returned an incorrect
+// number of values"), each tensor as a tensor hook's result (HookResult: its shape, dtype and device).
+void TakeHookResult(const Node& n, const char* kind, TensorList& current, TensorList replaced) {
+  TESSEL_CHECK(replaced.size() == current.size(), kind, " hook of ", TorchNodeName(n.name()),
+               " has returned an incorrect number of values (got ", replaced.size(), ", but expected ",
+               current.size(), ")");
+  for (size_t i = 0; i < current.size(); ++i) {
+    current[i] = current[i].defined() && replaced[i].defined() ? HookResult(current[i], std::move(replaced[i]))
+                                                                : std::move(replaced[i]);
+  }
+}
+}  // namespace
+
+void RunNodePreHooks(Node* n, TensorList& in) {
+  n->pre_hooks.ForEach([&](const NodePreHook& hook) {
+    if (std::optional<TensorList> r = hook(in)) TakeHookResult(*n, "pre", in, std::move(*r));
+    return true;
+  });
+}
+
+TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs, bool pre) {
+  if (pre) RunNodePreHooks(n, in);
+  const TensorList incoming = n->post_hooks.empty() ? TensorList() : in;
+  TensorList outs = needs ? n->ApplyMasked(std::move(in), *needs) : n->Apply(std::move(in));
+  n->post_hooks.ForEach([&](const NodePostHook& hook) {
+    if (std::optional<TensorList> r = hook(outs, incoming)) TakeHookResult(*n, "post", outs, std::move(*r));
+    return true;
+  });
+  return outs;
+}
+
 bool PrepareNodeInputs(Node* n, TensorList& in) {
   in.resize(n->output_meta.size());
   bool any = false;

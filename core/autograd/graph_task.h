@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +34,12 @@ void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edg
 // Runs node `n`'s output hooks on `in` (resized to one slot per output); if any gradient is defined,
 // fills the undefined ones with zeros and returns true; otherwise returns false (the node is skipped).
 bool PrepareNodeInputs(Node* n, TensorList& in);
+// n's pre hooks (Node::pre_hooks) over its prepared incoming gradients, in registration order.
+void RunNodePreHooks(Node* n, TensorList& in);
+// n->Apply(in) (or ApplyMasked with `needs`) and then n's post hooks over what it returned; `pre`: run the pre
+// hooks first (a split backward's second half ran them with its first).
+TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs = std::nullopt,
+                        bool pre = true);
 
 // Gradient slots per node, summed in arrival order.
 class GradBuffers {

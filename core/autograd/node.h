@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +44,16 @@ struct OutputMeta {
   bool differentiable = true;
 };
 
+// torch's Node.register_prehook / register_hook, run by the engine around a node's Apply (RunNodeApply in
+// graph_task.h). A pre hook gets the node's incoming gradients (one per forward output, undefined where none
+// arrived) and returns replacements, or nullopt to keep them; a post hook gets the gradients Apply returned
+// (one per next edge; none for AccumulateGrad) and the incoming ones, and returns replacements for the former,
+// or nullopt. Megatron / DeepSpeed's data-parallel wrappers hang their gradient-ready callbacks on a
+// parameter's AccumulateGrad node this way.
+using NodePreHook = std::function<std::optional<TensorList>(const TensorList& grad_outputs)>;
+using NodePostHook =
+    std::function<std::optional<TensorList>(const TensorList& grad_inputs, const TensorList& grad_outputs)>;
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -67,6 +79,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // RetainGrad's, per output: run after every output hook, so .grad is the gradient as the hooks left
   // it (torch runs the retain-grad hook last whatever the registration order, since 2.0).
   std::vector<std::vector<TensorHook>> retain_hooks;
+  HookList<NodePreHook> pre_hooks;
+  HookList<NodePostHook> post_hooks;
   // The engine fills the undefined gradients of a node some of whose outputs got one with zeros, so
   // formulas need not test. A pass-through node (module hooks, FSDP boundaries: ApplyBackwardFunction)
   // sets it false, as torch's ctx.set_materialize_grads(False): an output nobody used keeps an undefined
