@@ -123,6 +123,7 @@ void BindCheckpoint(py::module_& m) {
   // values from the checkpoint whatever the state dict held (tessel/distributed/checkpoint/__init__.py).
   m.def("_dcp_value_kinds", [](const std::string& dir) {
     RequireDirectory(dir);
+    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     std::map<std::string, std::string> kinds;
     for (const auto& [key, range] : md.bytes) kinds[key] = "bytes";
@@ -135,6 +136,7 @@ void BindCheckpoint(py::module_& m) {
   // state dict from them).
   m.def("_dcp_tensor_specs", [](const std::string& dir) {
     RequireDirectory(dir);
+    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     std::map<std::string, std::pair<DType, std::vector<int64_t>>> specs;
     for (const auto& [key, t] : md.tensors) {
@@ -146,6 +148,7 @@ void BindCheckpoint(py::module_& m) {
   // [(offsets, sizes), ...])}, the keys of non-tensor values, save id, world size, format version).
   m.def("_dcp_metadata", [](const std::string& dir) {
     RequireDirectory(dir);
+    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     py::dict tensors;
     for (const auto& [key, t] : md.tensors) {

@@ -213,8 +213,12 @@ void CleanUpAfterDeadWriters(const std::string& dir) {
 
 }  // namespace internal
 
-LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions& options) {
+void RecoverBeforeLoad(const std::string& dir) {
   if (std::filesystem::is_directory(dir)) internal::CleanUpAfterDeadWriters(dir);
+}
+
+LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions& options) {
+  RecoverBeforeLoad(dir);
   const Metadata md = ReadMetadata(dir);
   std::vector<std::string> paths;
   for (const FileMeta& f : md.files) paths.push_back(JoinPath(dir, f.name));

@@ -53,4 +53,10 @@ struct LoadResult {
 
 LoadResult Load(StateDict& state_dict, const std::string& dir, const LoadOptions& options = {});
 
+// The recovery a Load runs first ([Note: load-time recovery] in load.cc): with no live writer holding `dir`, a dead
+// save's temporaries are removed and its moved-aside metadata.json restored when every data file it names is
+// still that save's. A reader of the metadata alone (the Python face reads the value kinds before its load) calls
+// it first, or it finds no metadata.json where Load would have restored it. Nothing when dir is not a directory.
+void RecoverBeforeLoad(const std::string& dir);
+
 }  // namespace tessel::checkpoint

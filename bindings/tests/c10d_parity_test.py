@@ -39,6 +39,24 @@ def test_list_collectives_refuse_entries_of_another_shape_or_dtype():
         assert gathered == [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0], [13.0, 14.0, 15.0]]]
 
 
+def test_all_gather_and_gather_refuse_ranks_whose_tensors_differ_in_shape_with_the_same_bytes():
+    # the list form flattened each rank's tensor, so [2, 3] on rank 0 and [3, 2] on rank 1 (24 bytes each) gathered
+    # silently, each rank reading the other's values in its own shape; the single-tensor collectives refuse it
+    def run(r):
+        x = tessel.arange(6.0).reshape(*((2, 3) if r == 0 else (3, 2)))
+        errors = []
+        for call in (lambda: dist.all_gather([tessel.zeros(*x.shape) for _ in range(2)], x),
+                     lambda: dist.gather(x, [tessel.zeros(*x.shape) for _ in range(2)] if r == 0 else None, 0)):
+            with pytest.raises(dist.DistBackendError) as info:
+                call()
+            errors.append(str(info.value))
+        return errors
+
+    for errors in on_two_ranks(run).values():
+        assert len(errors) == 2 and all("collective mismatch" in e and "24 B of shape [3, 2], float32" in e and
+                                        "24 B of shape [2, 3], float32" in e for e in errors), errors
+
+
 def test_async_handles_of_every_collective_have_torchs_methods():
     def run(r):
         x = tessel.full((3,), float(r + 1))

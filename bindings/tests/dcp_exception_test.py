@@ -159,3 +159,54 @@ def test_async_save_failure_is_a_checkpoint_exception_from_the_future(tmp_path):
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_rank_whose_load_went_well_raises_when_a_peer_failed_before_agreeing_and_calls_that_disagree_are_named(
+        tmp_path):
+    # rank 1 failed before its dcp.load: rank 0's load returned as if both had loaded (the failed agreement
+    # exchange was swallowed) and failed later at an unrelated collective. A dcp.save on one rank against a
+    # dcp.load on the other paired their exchanges: rank 0's CheckpointException held rank 1's directory string
+    # as a "failure", and str() of it raised ValueError.
+    ckpt, other = str(tmp_path / "ck"), str(tmp_path / "other")
+    dcp.save({"w": tessel.arange(4.0)}, checkpoint_id=ckpt)
+    seen = {}
+
+    def lone_failure(world):
+        dist.init_process_group()
+        if world.rank == 1:
+            raise RuntimeError("rank 1 failed before its load")
+        with pytest.raises(CheckpointException) as info:
+            dcp.load({"w": tessel.zeros(4)}, checkpoint_id=ckpt)
+        seen["lone"] = str(info.value)
+
+    with pytest.raises(RuntimeError, match="rank 1 failed before its load"):
+        tessel.run_ranks(2, lone_failure)
+    assert "(RANK 0)" in seen["lone"] and "rank 1" in seen["lone"], seen["lone"]
+
+    def save_against_load(world):
+        dist.init_process_group()
+        try:
+            if world.rank == 0:
+                dcp.load({"w": tessel.zeros(4)}, checkpoint_id=ckpt)
+            else:
+                dcp.save({"w": tessel.zeros(4)}, checkpoint_id=other)
+        except BaseException as e:  # noqa: BLE001 (CheckpointException is a BaseException)
+            seen[world.rank] = str(e)
+
+    tessel.run_ranks(2, save_against_load)  # (each rank caught its own error)
+    assert "rank 1 is not in the same checkpoint call" in seen[0] and other in seen[0], seen[0]
+
+
+def test_load_restores_the_index_a_save_killed_before_its_renames_moved_aside(tmp_path):
+    # a save moves metadata.json to metadata.json.prev-<id> before replacing data files; killed there, the previous
+    # checkpoint is intact and checkpoint::Load restores the index, but dcp.load read the metadata first (for its
+    # value kinds) and failed with "metadata.json is missing"
+    import json
+    ckpt = str(tmp_path / "ck")
+    dcp.save({"w": tessel.arange(4.0), "step": 7}, checkpoint_id=ckpt, no_dist=True)
+    save_id = json.load(open(os.path.join(ckpt, "metadata.json")))["save_id"]
+    os.rename(os.path.join(ckpt, "metadata.json"), os.path.join(ckpt, "metadata.json.prev-%s" % save_id))
+    back = {"w": tessel.zeros(4), "step": 0}
+    dcp.load(back, checkpoint_id=ckpt, no_dist=True)
+    np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
+    assert back["step"] == 7 and "metadata.json" in os.listdir(ckpt)

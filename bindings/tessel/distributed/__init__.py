@@ -699,10 +699,14 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
     _check_parts("all_gather", "tensor_list", tensor_list, tensor)
     from .._tensor import empty
-    flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
-    g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
+    # gathered with its shape (along dim 0), not flattened: the collective compares the ranks' shapes, so [2, 3] on
+    # one rank against [3, 2] on another raises instead of reinterpreting the same bytes
+    piece = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
+    rows = piece.shape[0]
+    gathered = empty((g.size * rows,) + tuple(piece.shape[1:]), dtype=tensor.dtype)
+    g.all_gather_into_tensor(gathered, piece, False)
     for r, out in enumerate(tensor_list):
-        out.copy_(flat[r * tensor.numel():(r + 1) * tensor.numel()].view(*tensor.shape))
+        out.copy_(gathered[r * rows:(r + 1) * rows].reshape(tuple(tensor.shape)))
     return _done(async_op, tensor_list)
 
 

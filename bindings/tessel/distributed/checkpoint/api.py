@@ -22,8 +22,11 @@ class CheckpointException(BaseException):
 
     def __str__(self):
         out = "CheckpointException ranks:%s\n" % (self._failures.keys(),)
-        for rank, (exc, trace) in self._failures.items():
-            out += "Traceback (most recent call last): (RANK %d)\n" % rank
+        for rank, failure in self._failures.items():
+            exc, trace = failure if isinstance(failure, tuple) and len(failure) == 2 else (failure, None)
+            if not isinstance(exc, BaseException):  # (a caller's own failures mapping: show what it holds)
+                exc = RuntimeError(repr(exc))
+            out += "Traceback (most recent call last): (RANK %s)\n" % rank
             if trace is not None:
                 out += "".join(traceback.format_list(trace))
             out += "".join(traceback.format_exception_only(type(exc), exc))
@@ -82,8 +85,20 @@ def _raise_agreed(step, error, world, rank):
         try:
             dist.all_gather_object(gathered, mine, group=world)
             failures = {r: f for r, f in enumerate(gathered) if f is not None}
-        except Exception:  # noqa: BLE001 (the group failed too: report this rank's view below)
+        except Exception as exchange:  # noqa: BLE001 (the group failed too: report this rank's view below)
+            if error is None:  # this rank's part went well, but a peer failed or died before agreeing on it: its
+                # model is not known to match its peers' (it returned as if all had, and failed at the next call)
+                failures = {rank: _wrap_exception(exchange)}
+                raise CheckpointException(step, failures) from exchange
             failures = None
+        bad = {r: f for r, f in (failures or {}).items()
+               if not (isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], BaseException))}
+        if bad:  # a peer's exchange of another checkpoint call (dcp.save on one rank, dcp.load on another)
+            r, f = next(iter(bad.items()))
+            failures = {r: _wrap_exception(RuntimeError(
+                "%s: rank %d is not in the same checkpoint call (it sent %r where this rank's %s agreement expected "
+                "a failure or None): every rank must call dcp.save, or every rank dcp.load, together" %
+                (step, r, f if len(repr(f)) < 120 else type(f).__name__, step)))}
     if failures is None and error is not None:
         peer = _peer_echo(error)
         failures = {rank if peer is None else peer: _wrap_exception(error)}
