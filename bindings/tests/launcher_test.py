@@ -131,6 +131,56 @@ def test_a_rank_killed_by_a_signal_is_the_root_cause_over_the_peer_that_reported
             "SIGSEGV (11)") in out.stderr.splitlines(), out.stderr
 
 
+def test_a_rank_that_exits_without_an_error_file_is_the_root_cause_over_the_peer_that_saw_it_go(tmp_path):
+    """Rank 1 leaves with os._exit(3) (no error file) while rank 0 waits for it in an all_reduce: rank 0's recorded
+    error names rank 1's closed connection, and rank 1 is the root cause (the error files' times named rank 0,
+    the only one that wrote one)."""
+    out, _ = launch(tmp_path, """
+        import os
+        import tessel
+        import tessel.distributed as dist
+        from tessel.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            dist.init_process_group("gloo")
+            dist.barrier()
+            if dist.get_rank() == 1:
+                os._exit(3)
+            dist.all_reduce(tessel.ones(4))
+
+        main()
+    """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stderr.splitlines()
+    assert "[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 3" in lines, \
+        out.stderr
+
+
+def test_both_processes_of_a_cross_group_deadlock_get_the_diagnosis_when_the_finder_exits_at_once(tmp_path):
+    """Two groups taken in opposite orders: the rank whose monitor finds the deadlock raises and exits at once, and
+    its peer, whose wait then failed on the closed connection, reported "process exited or died" (5 of 5 runs in
+    a sweep); the peer now reads the verdict the finder published."""
+    out, _ = launch(tmp_path, """
+        import os
+        import tessel
+        import tessel.distributed as dist
+
+        dist.init_process_group("gloo")
+        sub = dist.new_group([0, 1])
+        try:
+            dist.all_reduce(tessel.ones(2), group=sub if dist.get_rank() == 0 else None)
+        except Exception as e:
+            with open("error_%d.txt" % dist.get_rank(), "w") as f:
+                f.write(str(e))
+            os._exit(1)
+    """, "--nproc_per_node=2", "--master-port", "0")
+    assert out.returncode == 1, out.stdout + out.stderr
+    for rank in range(2):
+        error = (tmp_path / ("error_%d.txt" % rank)).read_text()
+        assert error.startswith("deadlock: rank 0 waits in all_reduce #0 (8 B, float32, sum) on group"), error
+
+
 def test_max_restarts_runs_the_group_again(tmp_path):
     out, _ = launch(tmp_path, """
         import os

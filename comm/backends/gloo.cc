@@ -471,6 +471,9 @@ void GlooProcessGroup::ReportExchangeFailure(const CollectiveDesc& d, const std:
     }
   } catch (const std::exception&) {
   }
+  // A peer that found this call in a deadlock published the verdict, raised and exited: the closed connection is
+  // that, and this rank gets the same diagnosis (it read "process exited or died" when the peer left first).
+  if (auto deadlock = monitor_->PublishedDeadlock(prefix_, d.seq)) Break(ErrorCode::kAborted, *deadlock);
   if (!verdict.empty()) {
     Break(ErrorCode::kDeadlineExceeded, Str(DescribeCall(d, false), " on ", label, " came too late: rank(s) ", closed,
                                             " gave up waiting for this rank and closed the connection (", verdict,

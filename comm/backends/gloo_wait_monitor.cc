@@ -2,7 +2,9 @@
 // search of comm/wait_graph.h over all of them, and the verdicts (see the header).
 #include "comm/backends/gloo_wait_monitor.h"
 
+#include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "core/base/error.h"
 
@@ -94,6 +96,40 @@ std::optional<std::string> WaitMonitor::deadlock(const std::string& key, int64_t
   const auto it = verdicts_.find({key, seq});
   if (it == verdicts_.end()) return std::nullopt;
   return it->second;
+}
+
+// Each rank marks its calls' verdicts seen (deadlock-seen/<call>) once it has read them; the rank that found the
+// deadlock waits (a few periods at most) until every other call's owner has, before it raises and exits: a peer
+// whose round had not read the verdict yet saw this rank's connections close, reported "the process exited or
+// died", and the launcher named it (the store may also live in this very process and go with it).
+void WaitMonitor::AwaitPeersSawVerdict(const std::vector<std::pair<std::pair<std::string, int64_t>, std::string>>& found,
+                                       const std::vector<BlockedCall>& mine, bool told) {
+  auto seen_key = [&](const std::string& key, int64_t seq) { return Str(prefix_, "deadlock-seen/", key, "/", seq); };
+  for (const BlockedCall& b : mine) store_->Set(seen_key(b.key, b.seq), Bytes("1"));
+  if (told) return;
+  const Clock::time_point deadline = Clock::now() + 3 * kPeriod;
+  for (const auto& [call, verdict] : found) {
+    const bool own = std::any_of(mine.begin(), mine.end(), [&, &c = call](const BlockedCall& b) {
+      return b.key == c.first && b.seq == c.second;
+    });
+    while (!own && !store_->Check(seen_key(call.first, call.second)) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+std::optional<std::string> WaitMonitor::PublishedDeadlock(const std::string& key, int64_t seq) {
+  if (std::optional<std::string> v = deadlock(key, seq)) return v;
+  const std::string stored = Str(prefix_, "deadlock/", key, "/", seq);
+  try {
+    if (!store_->Check(stored)) return std::nullopt;
+    std::string verdict = Text(store_->Get(stored, kStoreTimeout));
+    std::lock_guard<std::mutex> lock(mu_);
+    Record({key, seq}, verdict);
+    return verdict;
+  } catch (const std::exception&) {  // best effort: the store's host may be the rank that is gone
+    return std::nullopt;
+  }
 }
 
 void WaitMonitor::BeginTransfer(const std::string& key, int64_t seq,
@@ -199,6 +235,7 @@ void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
       if (!store_->Check(Str(prefix_, "deadlock/", b.key, "/", b.seq))) all.push_back(std::move(b));
     }
   }
+  const bool told = !found.empty();  // (another rank found it: this rank is one of the peers it waits for)
   for (size_t i = 0; i < mine.size() && found.empty(); ++i) {
     const std::optional<Deadlock> d = FindDeadlock(all, issued, rank_, mine[i].thread);
     if (!d) continue;
@@ -207,6 +244,14 @@ void WaitMonitor::Round(std::unique_lock<std::mutex>& lock) {
       if (!store_->Check(key)) store_->Set(key, Bytes(d->message));
       found.push_back({call, d->message});
     }
+  }
+  if (!found.empty()) {
+    // Known here first (a wait that fails on a closed connection meanwhile reads it: gloo.cc's deadlock(key, seq)),
+    // then the peers are given their time to read it, then the waits are aborted (Record).
+    lock.lock();
+    for (const auto& [call, verdict] : found) verdicts_.emplace(call, verdict);
+    lock.unlock();
+    AwaitPeersSawVerdict(found, mine, told);
   }
   lock.lock();
   for (const auto& [call, verdict] : found) Record(call, verdict);

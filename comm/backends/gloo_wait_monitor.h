@@ -65,6 +65,10 @@ class WaitMonitor {
   void BeginExchange(const std::string& key, int64_t seq, std::vector<gloo::transport::UnboundBuffer*> buffers);
   void EndExchange(const std::string& key, int64_t seq);
   std::optional<std::string> deadlock(const std::string& key, int64_t seq);
+  // deadlock(key, seq), or else the verdict a peer's monitor published in the store for that call (recorded here
+  // too): for a call that failed because a peer closed its connection, which a peer that found the deadlock does
+  // once it raises and exits, before this rank's own round read the verdict. Reads the store: failure paths only.
+  std::optional<std::string> PublishedDeadlock(const std::string& key, int64_t seq);
   // The comm thread moves the data of call `seq` of group `key` through `buffers`. Once that has lasted
   // kProbeAfter, every kPeriod `probe` names the group ranks whose connection is known closed (gloo.cc,
   // "In flight"); when it names any, `buffers`' waits are aborted and EndTransfer returns those ranks.
@@ -77,6 +81,8 @@ class WaitMonitor {
   using Clock = std::chrono::steady_clock;
   void Run();
   void Round(std::unique_lock<std::mutex>& lock);
+  void AwaitPeersSawVerdict(const std::vector<std::pair<std::pair<std::string, int64_t>, std::string>>& found,
+                            const std::vector<BlockedCall>& mine, bool told);
   void ProbeTransfers();  // under mu_
   std::string Snapshot() const;
   // Records `verdict` for (key, seq) and aborts its exchange, if any. Under mu_.

@@ -28,6 +28,7 @@ static one above; --rdzv-endpoint gives its address and port).
 """
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -182,25 +183,38 @@ class _Logs:
         self.threads, self.files = [], []
 
 
-def _first_failure(procs, files, seen):
+# What a surviving rank's error says when a peer's process is gone (comm/backends/gloo.cc): the peers it names are the
+# failure it reports, not this rank's own.
+_PEER_GONE = re.compile(r"the connection to rank\(s\) (.*?) closed")
+
+
+def _first_failure(procs, files, seen, first_rank=0):
     """Of the workers failed by now: one killed by a signal (a crash writes no error file, and its peers' errors
-    about it, written later, named them instead), else the one whose error file records the earliest time (torch's
-    first observed failure; two that fail within one poll were told apart by list order), else `seen`."""
+    about it, written later, named them instead), else a failed one that a peer's error names as gone (os._exit or
+    a crash in native code also writes no file, and the peer that saw its connection close did), else the one
+    whose error file records the earliest time (torch's first observed failure; two that fail within one poll were
+    told apart by list order), else `seen`. first_rank: the global rank of procs[0]."""
     import json
     crashed = [i for i, p in enumerate(procs) if p.poll() is not None and p.returncode < 0]
     if crashed:
         return seen if seen in crashed else crashed[0]
-    times = {}
+    times, blamed = {}, []
     for i, p in enumerate(procs):
         if p.poll() in (None, 0):
             continue
         try:
             with open(files[i]) as f:
-                info = json.load(f)["message"]["extraInfo"]
+                record = json.load(f)["message"]
+            info = record["extraInfo"]
             # tessel's record adds nanoseconds (torch's seconds tie for failures that follow each other)
             times[i] = int(info.get("timestamp_ns", int(info["timestamp"]) * 10 ** 9))
+            for named in _PEER_GONE.findall(str(record.get("message", ""))):
+                blamed += [int(g) - first_rank for g in re.findall(r"\(global (\d+)\)", named)]
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    gone = [j for j in blamed if 0 <= j < len(procs) and procs[j].poll() not in (None, 0) and j not in times]
+    if gone:
+        return gone[0]
     return min(times, key=lambda i: (times[i], i)) if times else seen
 
 
@@ -307,7 +321,7 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
             if failed is None:
                 logs.close()
                 return 0
-            failed = _first_failure(procs, files, failed)
+            failed = _first_failure(procs, files, failed, node_rank * nproc)
             code = procs[failed].returncode
             _stop(procs)
             logs.close()
