@@ -153,8 +153,8 @@ def test_a_rank_that_exits_without_an_error_file_is_the_root_cause_over_the_peer
     """, "--nproc_per_node=2", "--master-port", "0", "--monitor-interval", "2")
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.splitlines()
-    assert "[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 3" in lines, \
-        out.stderr
+    root = "[tessel.distributed.run] root cause (first observed failure): rank 1 (local_rank 1), exit code 3"
+    assert root in lines, out.stderr
 
 
 def test_both_processes_of_a_cross_group_deadlock_get_the_diagnosis_when_the_finder_exits_at_once(tmp_path):

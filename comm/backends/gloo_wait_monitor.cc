@@ -102,8 +102,9 @@ std::optional<std::string> WaitMonitor::deadlock(const std::string& key, int64_t
 // deadlock waits (a few periods at most) until every other call's owner has, before it raises and exits: a peer
 // whose round had not read the verdict yet saw this rank's connections close, reported "the process exited or
 // died", and the launcher named it (the store may also live in this very process and go with it).
-void WaitMonitor::AwaitPeersSawVerdict(const std::vector<std::pair<std::pair<std::string, int64_t>, std::string>>& found,
-                                       const std::vector<BlockedCall>& mine, bool told) {
+void WaitMonitor::AwaitPeersSawVerdict(
+    const std::vector<std::pair<std::pair<std::string, int64_t>, std::string>>& found,
+    const std::vector<BlockedCall>& mine, bool told) {
   auto seen_key = [&](const std::string& key, int64_t seq) { return Str(prefix_, "deadlock-seen/", key, "/", seq); };
   for (const BlockedCall& b : mine) store_->Set(seen_key(b.key, b.seq), Bytes("1"));
   if (told) return;
