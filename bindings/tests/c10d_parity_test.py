@@ -57,6 +57,21 @@ def test_all_gather_and_gather_refuse_ranks_whose_tensors_differ_in_shape_with_t
                                         "24 B of shape [2, 3], float32" in e for e in errors), errors
 
 
+def test_gather_refuses_a_gather_list_on_a_rank_that_is_not_the_destination_after_the_exchange():
+    # torch raises ValueError on such a rank (it was accepted and ignored); the destination still gets its list
+    def run(r):
+        x = tessel.full((2,), float(r))
+        out = [tessel.zeros(2) for _ in range(2)]
+        if r == 1:
+            with pytest.raises(ValueError, match="must NOT be specified on non-destination ranks"):
+                dist.gather(x, out, dst=0)
+            return None
+        dist.gather(x, out, dst=0)
+        return [o.tolist() for o in out]
+
+    assert on_two_ranks(run)[0] == [[0.0, 0.0], [1.0, 1.0]]
+
+
 def test_async_handles_of_every_collective_have_torchs_methods():
     def run(r):
         x = tessel.full((3,), float(r + 1))

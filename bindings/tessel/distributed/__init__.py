@@ -718,6 +718,8 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     from .._tensor import zeros_like
     parts = [zeros_like(tensor) for _ in range(g.size)]
     all_gather(parts, tensor, group=g)
+    if g.rank != root and gather_list:  # (torch's check, after the exchange: the destination is not left waiting)
+        raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
     if g.rank == root:
         if gather_list is None or len(gather_list) != g.size:
             raise ValueError("gather: the destination needs a gather_list of %d tensors" % g.size)
