@@ -232,3 +232,61 @@ def test_activation_liveness_ends_at_the_weight_backward_under_zero_bubble():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_eval_without_a_loss_fn_returns_the_outputs_and_torchtitans_schedule_names_import():
+    # eval() on a schedule built without loss_fn asked the last stage's rank for targets (torch returns the merged
+    # outputs), and a rank that caught that left its peer waiting in eval; torchtitan's pipeline_parallel.py imports
+    # OVERLAP_F_B and the action vocabulary from schedules at module level, and asks get_schedule_class for the bases
+    from tessel.distributed.pipelining import schedules
+    from tessel.distributed.pipelining.schedules import OVERLAP_F_B, _Action, _ComputationType  # noqa: F401
+    assert schedules.get_schedule_class("PipelineScheduleMulti") is pp.PipelineScheduleMulti
+    assert schedules.get_schedule_class("pipelineschedulesingle") is pp.PipelineScheduleSingle
+    assert repr(_Action(2, schedules.FULL_BACKWARD, 3)) == "2B3" and OVERLAP_F_B.value == "OVERLAP_F_B"
+    x_np = np.linspace(-1, 1, 24, dtype=np.float32).reshape(8, 3)
+    first, second = _parts()
+    first.eval()
+    want = second(first(tessel.tensor(x_np))).detach().numpy()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        parts = _parts()
+        parts[0].eval()
+        stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+        assert (stage.group_rank, stage.group_size, str(stage.device)) == (world.rank, 2, "cpu")
+        sched = pp.Schedule1F1B(stage, n_microbatches=2)
+        out = sched.eval(tessel.tensor(x_np) if world.rank == 0 else None)
+        got[world.rank] = None if out is None else out.detach().numpy()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0] is None
+    np.testing.assert_allclose(got[1], want, rtol=1e-6, atol=1e-7)
+
+
+def test_scale_grads_set_after_construction_is_what_the_next_step_uses():
+    # torch reads schedule.scale_grads at each step; tessel's executor took it at construction and ignored the set
+    x_np, y_np = np.ones((4, 3), dtype=np.float32), np.zeros((4, 2), dtype=np.float32)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        grads = []
+        for flip in (False, True):
+            parts = _parts()
+            stage = pp.PipelineStage(parts[world.rank], world.rank, 2, "cpu")
+            sched = pp.ScheduleGPipe(stage, n_microbatches=2, loss_fn=lambda out, y: (out - y).square().mean())
+            if flip:
+                sched.scale_grads = False
+            assert sched.scale_grads is not flip
+            sched.step(tessel.tensor(x_np) if world.rank == 0 else None,
+                       target=tessel.tensor(y_np) if world.rank == 1 else None)
+            grads.append(parts[world.rank][-1].weight.grad.numpy().copy() if world.rank == 0 else
+                         parts[1].weight.grad.numpy().copy())
+        got[world.rank] = grads
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        np.testing.assert_allclose(got[r][1], 2 * got[r][0], rtol=1e-6)

@@ -104,6 +104,9 @@ class PipelineStage:
         self.stage_index, self.num_stages = int(stage_index), int(num_stages)
         self.group = group if group is not None else _default_group("PipelineStage")
         self.is_first, self.is_last = self.stage_index == 0, self.stage_index == self.num_stages - 1
+        self.group_rank, self.group_size = self.group.rank, self.group.size  # (torch's attributes)
+        from ..._device import device as _device_type
+        self.device = _device_type("cpu")
         self._c = None  # built by the schedule, which knows the loss and the stage placement
         self._forward_contexts = _OrderedDict()  # a RemovableHandle keeps a weak reference to it
 
@@ -196,15 +199,56 @@ class _PipelineSchedule:
             raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
         self._stages, self._n_microbatches = stages, int(n_microbatches)
         self._loss_fn, self._scale_grads = loss_fn, bool(scale_grads)
-        self._executor = None
+        self._has_backward = loss_fn is not None
+        self._executor, self._custom_functions = None, {}
         if self._name is not None:  # the named schedule; _PipelineScheduleRuntime waits for _load_csv
             group, n = stages[0].group, stages[0].num_stages
             self._build(_C.generate_schedule(self._name, group.size, n, self._n_microbatches),
                         _C.stage_to_rank_map(self._name, group.size, n))
 
+    @property
+    def scale_grads(self):
+        """torch's: whether a step's gradients are averaged over the microbatches (set after construction too)."""
+        return self._scale_grads
+
+    @scale_grads.setter
+    def scale_grads(self, value):
+        if bool(value) != self._scale_grads:
+            self._scale_grads = bool(value)
+            if self._executor is not None:  # (the executor weighs each microbatch's loss by it)
+                self._build(*self._program_source)
+
+    @property
+    def _num_stages(self):
+        return self._stages[0].num_stages
+
+    @property
+    def _stage(self):  # (torch's PipelineScheduleSingle attribute)
+        return self._stages[0]
+
+    def register_custom_function(self, computation_type, custom_function):
+        """torch's _PipelineScheduleRuntime.register_custom_function (torchtitan registers its MoE overlap
+        callback for DualPipeV's OVERLAP_F_B). tessel runs an OVERLAP_F_B pair's forward and backward itself, one
+        after the other (the values the overlap callback computes), and does not call the function; other action
+        types cannot be replaced here."""
+        from .schedules import OVERLAP_F_B, _CUSTOMIZABLE
+        if computation_type not in _CUSTOMIZABLE:
+            raise ValueError("Invalid computation type %s. Only FORWARD, FULL_BACKWARD, BACKWARD_INPUT, "
+                             "BACKWARD_WEIGHT, OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD, and WAIT_REDUCE_GRAD are "
+                             "supported." % (computation_type,))
+        if computation_type != OVERLAP_F_B:
+            raise NotImplementedError("%s.register_custom_function(%s): tessel runs its own %s actions; only "
+                                      "OVERLAP_F_B takes a function (run as its forward then its backward)"
+                                      % (type(self).__name__, computation_type.name, computation_type.name))
+        import warnings
+        warnings.warn("register_custom_function(OVERLAP_F_B): tessel runs each overlapped pair's forward and then "
+                      "its backward itself (the same values); the registered function is not called", stacklevel=2)
+        self._custom_functions[computation_type] = custom_function
+
     def _build(self, compute, where):
         """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
         compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
+        self._program_source = (compute, where)
         cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
@@ -384,7 +428,9 @@ class _PipelineSchedule:
         each microbatch's loss."""
         self._require_program("eval")
         x, target = self._inputs("eval", args, target, None, arg_mbs, kwarg_mbs, target_mbs, kwargs)
-        return self._run(lambda: self._executor.eval_with_losses(x, target), True, losses)
+        # without a loss_fn the last stage needs no targets (the outputs are the answer), as torch's eval
+        optional = self._loss_fn is None
+        return self._run(lambda: self._executor.eval_with_losses(x, target, targets_optional=optional), True, losses)
 
 
 def _fsdp_groups(module):
@@ -480,12 +526,16 @@ _SCHEDULES = {c._name.lower(): c for c in (ScheduleGPipe, Schedule1F1B, Schedule
                                            ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV)}
 
 
+_SCHEDULES.update({"pipelineschedulesingle": PipelineScheduleSingle, "pipelineschedulemulti": PipelineScheduleMulti})
+
+
 def get_schedule_class(schedule_name):
-    """torch's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B", ... (case-insensitive) -> class."""
+    """torch's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B", ... and the bases "PipelineScheduleSingle",
+    "PipelineScheduleMulti" (case-insensitive) -> class."""
     cls = _SCHEDULES.get(str(schedule_name).lower())
     if cls is None:
-        raise ValueError("Unknown schedule name '%s'. The valid options are %s"
-                         % (schedule_name, sorted(c._name for c in _SCHEDULES.values())))
+        names = sorted(getattr(c, "_name", None) or c.__name__ for c in _SCHEDULES.values())
+        raise ValueError("Unknown schedule name '%s'. The valid options are %s" % (schedule_name, names))
     return cls
 
 
