@@ -231,14 +231,19 @@ def fail_on_rank_one():
     time.sleep(60)
 
 
-def test_a_signal_to_the_launcher_stops_its_workers(tmp_path):
-    """SIGTERM sent to the launcher alone: the workers are stopped too (they were left running, orphaned), and the
-    launcher returns 128 + the signal."""
+@pytest.mark.parametrize("signame, second", [("SIGTERM", False), ("SIGHUP", False), ("SIGINT", True)])
+def test_a_signal_to_the_launcher_stops_its_workers_and_their_children(tmp_path, signame, second):
+    """A signal sent to the launcher alone: the workers are stopped too (they were left running, orphaned), and the
+    launcher returns 128 + the signal. SIGHUP (a closed ssh session) and SIGQUIT left them orphaned; the processes a
+    worker started survived (only the worker was signalled); a second signal during the shutdown raised inside it
+    and orphaned them too."""
     import signal
+    signum = getattr(signal, signame)
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent("""
-        import os, time
-        open("pid_%s" % os.environ["RANK"], "w").write(str(os.getpid()))
+        import os, subprocess, time
+        child = subprocess.Popen(["sleep", "60"])
+        open("pid_%s" % os.environ["RANK"], "w").write("%d %d" % (os.getpid(), child.pid))
         time.sleep(60)
     """))
     launcher = subprocess.Popen([sys.executable, "-m", "tessel.distributed.run", "--nproc_per_node", "2",
@@ -248,14 +253,31 @@ def test_a_signal_to_the_launcher_stops_its_workers(tmp_path):
     while not all((tmp_path / ("pid_%d" % r)).exists() and (tmp_path / ("pid_%d" % r)).read_text()
                   for r in (0, 1)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    pids = [int((tmp_path / ("pid_%d" % r)).read_text()) for r in (0, 1)]
-    launcher.send_signal(signal.SIGTERM)
+    pids = [int(p) for r in (0, 1) for p in (tmp_path / ("pid_%d" % r)).read_text().split()]
+    launcher.send_signal(signum)
+    if second:
+        time.sleep(0.2)
+        launcher.send_signal(signum)
     _, err = launcher.communicate(timeout=30)
-    assert launcher.returncode == 128 + signal.SIGTERM, err
-    assert "received signal 15: stopping the workers" in err
-    for pid in pids:  # gone (reaped by the launcher): no such process
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert launcher.returncode == 128 + signum, err
+    assert "received signal %d: stopping the workers" % signum in err
+    time.sleep(0.2)
+    for pid in pids:  # workers and their sleep children: gone (or a zombie of init's, never still sleeping)
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        assert state == "Z", (pid, state)
+
+
+def test_bad_worker_counts_and_a_multi_node_run_without_node_ranks_are_refused(tmp_path):
+    # --nproc-per-node 0 started nothing and returned 0; --nnodes 2 without --node-rank made every node node 0
+    # (one failed to bind the store's port, the other waited out its timeout)
+    out, _ = launch(tmp_path, "print('ran')", "--nproc_per_node", "0")
+    assert out.returncode != 0 and "--nproc-per-node must be at least 1, got 0" in out.stderr, out.stderr
+    out, _ = launch(tmp_path, "print('ran')", "--nnodes", "2", "--nproc_per_node", "1", "--master-port", "29555")
+    assert out.returncode != 0 and "--nnodes 2 needs --node-rank on each node (0 to 1)" in out.stderr, out.stderr
 
 
 def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():

@@ -24,7 +24,7 @@
 // Each rank sees TESSEL_RESTART_COUNT (0 for the first attempt), like torchrun's TORCHELASTIC_RESTART_COUNT.
 // The program resumes itself (examples/gpt/train.cc: from the newest complete checkpoint). Single node only:
 // a node restarting alone could not rejoin peers that did not restart. A signal to the launcher never restarts.
-// SIGINT/SIGTERM to the launcher are forwarded.
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT to the launcher are forwarded.
 // Error files (torchrun's): each rank gets its own TORCHELASTIC_ERROR_FILE path (in a directory the launcher
 // creates and removes); a Python entry point decorated with torch's `record`
 // (tessel.distributed.elastic.multiprocessing.errors.record) writes its uncaught exception there, and when that
@@ -704,8 +704,8 @@ int main(int argc, char** argv) {
   ResolveBackend(args);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  // torchrun's set: SIGHUP (a closed ssh session) and SIGQUIT killed the launcher and orphaned the workers
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
   if (args.node_rank > 0) WaitForRendezvous(args);
   const char* tmp = std::getenv("TMPDIR");
   std::string error_dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tessel_run_XXXXXX";

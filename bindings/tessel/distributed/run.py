@@ -47,7 +47,7 @@ def get_args_parser():
     a("--nnodes", default="1", help="number of nodes, or MIN:MAX (static: both equal)")
     a("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", default="1",
       help="workers per node: a number, or 'cpu' / 'auto' (the CPU count)")
-    a("--node-rank", "--node_rank", dest="node_rank", type=int, default=0)
+    a("--node-rank", "--node_rank", dest="node_rank", type=int, default=None)
     a("--master-addr", "--master_addr", dest="master_addr", default="127.0.0.1")
     a("--master-port", "--master_port", dest="master_port", type=int, default=None,
       help="default: a free port on one node (as torch's, so concurrent jobs do not collide), else 29500")
@@ -71,6 +71,11 @@ def get_args_parser():
     a("--local-ranks-filter", "--local_ranks_filter", dest="local_ranks_filter", default="",
       help="only these local ranks' streams reach the console, e.g. 0,1")
     a("--local-addr", "--local_addr", dest="local_addr", default=None)
+    a("--shutdown-timeout", "--shutdown_timeout", dest="shutdown_timeout", type=float,
+      default=float(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 30)),
+      help="seconds the workers get between SIGTERM and SIGKILL when the job stops (torch's 30)")
+    a("--signals-to-handle", "--signals_to_handle", dest="signals_to_handle", default="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+      help="signals to the launcher that stop the workers (torch's default set)")
     a("training_script")
     a("training_script_args", nargs=argparse.REMAINDER)
     return p
@@ -96,7 +101,10 @@ def _nproc(text):
         return os.cpu_count() or 1
     if str(text) == "gpu":
         raise SystemExit("tessel.distributed.run: --nproc-per-node gpu: tessel's Python face runs on the CPU")
-    return int(text)
+    n = int(text)
+    if n < 1:  # (it started nothing and returned 0)
+        raise SystemExit("tessel.distributed.run: --nproc-per-node must be at least 1, got %d" % n)
+    return n
 
 
 def _command(args):
@@ -231,17 +239,29 @@ def _root_cause(local, proc, error_file):
     return message["message"], message.get("extraInfo", {}).get("py_callstack", "")
 
 
-def _stop(procs, grace=5.0):
-    for p in procs:
+def _signal_group(p, signum):
+    """signum to worker p and the processes it started (each worker leads its own session, as torch's)."""
+    try:
+        os.killpg(p.pid, signum)
+    except (ProcessLookupError, PermissionError):
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(signum)
+
+
+def _stop(procs, grace=30.0, signum=signal.SIGTERM):
+    """Stops the workers and their children: `signum` (torch passes on the signal it received), then SIGKILL
+    after `grace` seconds (torch's --shutdown-timeout, 30 s)."""
+    for p in procs:
+        _signal_group(p, signum)
     deadline = time.monotonic() + grace
     for p in procs:
         try:
             p.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            pass
+    for p in procs:  # (the worker's own children too, alive or not the worker)
+        _signal_group(p, signal.SIGKILL)
+        p.wait()
 
 
 def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_port, run_id, restart, max_restarts):
@@ -262,23 +282,30 @@ class _LauncherSignal(Exception):
 
 def run_workers(command, nproc, **kwargs):
     """Runs the local workers of this node until all exit 0 (returns 0) or one fails after max_restarts
-    restarts (stops the others, prints the root cause, returns 1). SIGINT / SIGTERM to the launcher stop the
-    workers (SIGTERM, then SIGKILL after 5 s) and the launcher returns 128 + the signal, as torchrun's agent
-    shuts its workers down (they were left running). logs: a _Logs (stream destinations)."""
+    restarts (stops the others, prints the root cause, returns 1). SIGINT, SIGTERM, SIGHUP or SIGQUIT to the
+    launcher (torch's --signals-to-handle) stop the workers and the processes they started (each worker leads its
+    own session): the signal received (SIGINT, SIGTERM; SIGTERM for the others), then SIGKILL after
+    shutdown_timeout seconds (torch's 30), further signals ignored meanwhile; the launcher returns 128 + the signal
+    (torchrun's agent returns 1). logs: a _Logs (stream destinations)."""
     import threading
     running = []  # the current attempt's workers
+    grace = kwargs.pop("shutdown_timeout", 30.0)
+    handled = kwargs.pop("signals", (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT))
+    kwargs["grace"] = grace
 
     def on_signal(signum, frame):
+        for s in handled:  # a second signal while the workers stop would cut the shutdown short (and orphan them)
+            signal.signal(s, signal.SIG_IGN)
         raise _LauncherSignal(signum)
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         return _run_attempts(command, nproc, running, **kwargs)
     except _LauncherSignal as e:
         print("[tessel.distributed.run] received signal %d: stopping the workers" % e.signum, file=sys.stderr,
               flush=True)
-        _stop(running)
+        _stop(running, grace, e.signum if e.signum in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM)
         return 128 + e.signum
     finally:
         for s, handler in previous.items():
@@ -287,7 +314,7 @@ def run_workers(command, nproc, **kwargs):
 
 def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
                   max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
-                  logs=None):
+                  logs=None, grace=30.0):
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
@@ -305,7 +332,8 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                                                 restart=restart, max_restarts=max_restarts),
                              TORCHELASTIC_ERROR_FILE=files[-1])
                 kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
-                procs.append(subprocess.Popen(command, env=env_r, **kwargs))
+                # its own session: a stop reaches the processes it starts too (torch's start_new_session)
+                procs.append(subprocess.Popen(command, env=env_r, start_new_session=True, **kwargs))
                 running.append(procs[-1])
                 logs.start(procs[-1], pumps)
             failed = None
@@ -323,7 +351,7 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                 return 0
             failed = _first_failure(procs, files, failed, node_rank * nproc)
             code = procs[failed].returncode
-            _stop(procs)
+            _stop(procs, grace)
             logs.close()
             rank = node_rank * nproc + failed
             message, stack = _root_cause(failed, procs[failed], files[failed])
@@ -348,6 +376,9 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
 
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
+    args.node_rank_given = args.node_rank is not None or "PET_NODE_RANK" in os.environ
+    if args.node_rank is None:
+        args.node_rank = int(os.environ.get("PET_NODE_RANK", 0))  # (torchrun's environment default of the flag)
     nnodes, nproc = _nodes(args.nnodes), _nproc(args.nproc_per_node)
     addr, port = args.master_addr, args.master_port
     if args.rdzv_endpoint:
@@ -362,6 +393,11 @@ def main(argv=None):
         port = _free_port(addr)  # (torch 2.15 rendezvouses one node at localhost:0 unless a port is given)
     elif port is None:
         port = 29500
+    if nnodes > 1 and args.node_rank_given is False:
+        # (every node took node_rank 0: one failed to bind the store's port, the other waited out its timeout)
+        raise SystemExit("tessel.distributed.run: --nnodes %d needs --node-rank on each node (0 to %d): the launcher "
+                         "rendezvouses statically, it does not assign node ranks as torch's c10d backend does"
+                         % (nnodes, nnodes - 1))
     if not 0 <= args.node_rank < nnodes:
         raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d" % (args.node_rank, nnodes))
     redirects, tee = _streams(args.redirects, nproc, "redirects"), _streams(args.tee, nproc, "tee")
@@ -376,9 +412,15 @@ def main(argv=None):
                          "e.g. --local_ranks_filter=0,1,2") from None
     logs = _Logs(log_dir, redirects, tee, ranks_filter, args.log_line_prefix_template, args.role)
     run_id = None if args.rdzv_id == "none" else args.rdzv_id
+    signals = []
+    for name in filter(None, (x.strip() for x in args.signals_to_handle.split(","))):
+        if not hasattr(signal, name):
+            raise SystemExit("tessel.distributed.run: --signals-to-handle: unknown signal %s" % name)
+        signals.append(getattr(signal, name))
     return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
                        master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
-                       run_id=run_id, role=args.role, logs=logs)
+                       run_id=run_id, role=args.role, logs=logs, shutdown_timeout=args.shutdown_timeout,
+                       signals=tuple(signals))
 
 
 if __name__ == "__main__":
