@@ -300,3 +300,32 @@ def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_torchruns_environment_defaults_and_a_bare_rdzv_host_are_taken(tmp_path):
+    # PET_NPROC_PER_NODE (Kubeflow's PyTorchJob sets the PET_ defaults) was ignored: one worker; an endpoint
+    # without a port raised ValueError from the launcher's parsing
+    script = tmp_path / "job.py"
+    script.write_text("import os\nopen('ran_%s' % os.environ['RANK'], 'w').write(os.environ['WORLD_SIZE'])\n")
+    env = dict(ENV, PET_NPROC_PER_NODE="2")
+    out = subprocess.run([sys.executable, "-m", "tessel.distributed.run", "--rdzv_endpoint", "localhost",
+                          str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert [(tmp_path / ("ran_%d" % r)).read_text() for r in (0, 1)] == ["2", "2"]
+
+
+def test_record_lets_sys_exit_without_a_code_end_the_script_as_torchs(tmp_path):
+    # @record returned None for sys.exit() (no code), so the code after main() ran; torch re-raises it
+    out, _ = launch(tmp_path, """
+        import sys
+        from tessel.distributed.elastic.multiprocessing.errors import record
+
+        @record
+        def main():
+            sys.exit()
+
+        main()
+        open("after_main", "w").close()
+    """, "--nproc_per_node=1")
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "after_main").exists()

@@ -78,6 +78,14 @@ def get_args_parser():
       help="signals to the launcher that stop the workers (torch's default set)")
     a("training_script")
     a("training_script_args", nargs=argparse.REMAINDER)
+    for action in p._actions:  # torchrun's environment defaults: PET_<FLAG> (Kubeflow's PyTorchJob sets them)
+        env = "PET_" + action.dest.upper()
+        if action.option_strings and env in os.environ and action.dest != "help":
+            value = os.environ[env]
+            if isinstance(action, argparse._StoreTrueAction):
+                action.default = value.lower() in ("1", "true", "yes")
+            else:
+                action.default = action.type(value) if action.type else value
     return p
 
 
@@ -382,7 +390,9 @@ def main(argv=None):
     nnodes, nproc = _nodes(args.nnodes), _nproc(args.nproc_per_node)
     addr, port = args.master_addr, args.master_port
     if args.rdzv_endpoint:
-        host, _, p = args.rdzv_endpoint.rpartition(":")
+        host, colon, p = args.rdzv_endpoint.rpartition(":")
+        if not colon:  # a host alone: torch's default port
+            host, p = args.rdzv_endpoint, "29400"
         addr, port = (host or addr), int(p) if p else port
     if args.standalone:
         if nnodes != 1:

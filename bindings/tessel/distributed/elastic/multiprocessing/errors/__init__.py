@@ -137,7 +137,7 @@ def record(fn=None, error_handler=None):
             try:
                 return f(*args, **kwargs)
             except SystemExit as se:
-                if se.code == 0 or se.code is None:
+                if se.code == 0:  # (torch's: sys.exit() with no code still exits, so code after main() does not run)
                     return None
                 raise
             except Exception as e:
