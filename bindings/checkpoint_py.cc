@@ -119,11 +119,15 @@ void BindCheckpoint(py::module_& m) {
       }, py::arg("state_dict"), py::arg("dir"))
       .def("wait", [](checkpoint::AsyncSaver& s) { NoGil([&] { s.Wait(); }); })
       .def_property_readonly("last_stall_seconds", &checkpoint::AsyncSaver::last_stall_seconds);
+  // checkpoint::Load's recovery alone (a dead save's temporaries removed, its moved-aside index restored): the
+  // Python loads run it before they read the metadata themselves; plain metadata readers do not (they stay
+  // read-only: a process polling a trainer's checkpoints takes no lock and waits for no save).
+  m.def("_dcp_recover", [](const std::string& dir) { NoGil([&] { checkpoint::RecoverBeforeLoad(dir); }); },
+        py::arg("dir"));
   // The kind of every non-tensor entry of DIR ("bytes", "int64", "float64", "string"): DCP's load takes such
   // values from the checkpoint whatever the state dict held (tessel/distributed/checkpoint/__init__.py).
   m.def("_dcp_value_kinds", [](const std::string& dir) {
     RequireDirectory(dir);
-    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     std::map<std::string, std::string> kinds;
     for (const auto& [key, range] : md.bytes) kinds[key] = "bytes";
@@ -136,7 +140,6 @@ void BindCheckpoint(py::module_& m) {
   // state dict from them).
   m.def("_dcp_tensor_specs", [](const std::string& dir) {
     RequireDirectory(dir);
-    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     std::map<std::string, std::pair<DType, std::vector<int64_t>>> specs;
     for (const auto& [key, t] : md.tensors) {
@@ -148,7 +151,6 @@ void BindCheckpoint(py::module_& m) {
   // [(offsets, sizes), ...])}, the keys of non-tensor values, save id, world size, format version).
   m.def("_dcp_metadata", [](const std::string& dir) {
     RequireDirectory(dir);
-    NoGil([&] { checkpoint::RecoverBeforeLoad(dir); });  // (a dead save's moved-aside index back, as Load does)
     const checkpoint::Metadata md = NoGil([&] { return checkpoint::ReadMetadata(dir); });
     py::dict tensors;
     for (const auto& [key, t] : md.tensors) {

@@ -161,6 +161,7 @@ void BindRuntime(py::module_& m) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);
       }, py::arg("inputs"), py::arg("targets"), "One step; the full-batch loss on the last stage's rank, else None")
+      .def("set_scale_grads", &pp::PipelineExecutor::set_scale_grads, py::arg("scale"))
       .def("step_with_losses", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets,
                                   bool finalize_gradients) {
         e.set_finalize_gradients(finalize_gradients);

@@ -97,6 +97,8 @@ class PipelineExecutor {
   // A schedule without a loss function (torch's forward-only step()): Eval's last stage then runs without
   // targets (its loss function ignores them) and takes its microbatch sizes as a middle rank does.
   void set_targets_optional(bool optional) { targets_optional_ = optional; }
+  // ExecutorOptions::scale_grads for the steps from the next one on (torch reads schedule.scale_grads per step).
+  void set_scale_grads(bool scale) { options_.scale_grads = scale; }
 
  private:
   struct Run;

@@ -87,10 +87,6 @@ def test_retain_grad_follows_the_tensor_through_in_place_writes():
     assert y.grad.tolist() == [[2.0] * 3] * 2 and x.grad.tolist() == [[6.0] * 3, [2.0] * 3]
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
-
-
 def test_node_hooks_run_around_the_node_and_on_a_parameters_accumulator_after_its_grad_is_set():
     # torch's grad_fn.register_prehook / register_hook were missing: Megatron / DeepSpeed / apex DDP hang their
     # gradient-ready callback on p.expand_as(p).grad_fn.next_functions[0][0] (p's AccumulateGrad node)
@@ -126,3 +122,6 @@ def test_node_hooks_run_around_the_node_and_on_a_parameters_accumulator_after_it
     z.grad_fn.register_prehook(lambda go: go[0])
     with pytest.raises(TypeError, match="expected tuple, but hook returned 'Tensor'"):
         z.sum().backward()
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

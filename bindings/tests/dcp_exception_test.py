@@ -156,11 +156,6 @@ def test_async_save_failure_is_a_checkpoint_exception_from_the_future(tmp_path):
     assert isinstance(exc, CheckpointException) and sorted(exc.failures) == [0], exc
 
 
-if __name__ == "__main__":
-    import sys
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 def test_a_rank_whose_load_went_well_raises_when_a_peer_failed_before_agreeing_and_calls_that_disagree_are_named(
         tmp_path):
     # rank 1 failed before its dcp.load: rank 0's load returned as if both had loaded (the failed agreement
@@ -210,3 +205,7 @@ def test_load_restores_the_index_a_save_killed_before_its_renames_moved_aside(tm
     dcp.load(back, checkpoint_id=ckpt, no_dist=True)
     np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
     assert back["step"] == 7 and "metadata.json" in os.listdir(ckpt)
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -298,10 +298,6 @@ def test_elastic_launch_returns_each_ranks_value_or_raises_child_failed():
         LaunchConfig(min_nodes=1, max_nodes=2, nproc_per_node=1)
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 def test_torchruns_environment_defaults_and_a_bare_rdzv_host_are_taken(tmp_path):
     # PET_NPROC_PER_NODE (Kubeflow's PyTorchJob sets the PET_ defaults) was ignored: one worker; an endpoint
     # without a port raised ValueError from the launcher's parsing
@@ -329,3 +325,6 @@ def test_record_lets_sys_exit_without_a_code_end_the_script_as_torchs(tmp_path):
     """, "--nproc_per_node=1")
     assert out.returncode == 0, out.stderr
     assert not (tmp_path / "after_main").exists()
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -190,10 +190,6 @@ def test_clip_grad_norm_with_a_nan_gradient_scales_every_gradient_by_nan_as_torc
         assert all(math.isnan(v) for v in a.grad.tolist() + b.grad.tolist()), norm_type  # left unscaled before
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
-
-
 def _adam_after(edit):
     """Adam over [1, 2] and [3] (loss Σp0² + 2Σp1²): two steps, `edit(opt, p0, p1)`, one more step; the parameters
     and each state entry's step. Expected values are torch 2.15's."""
@@ -318,3 +314,21 @@ def test_state_entries_are_read_and_written_per_parameter():
     assert ids(opt.state) == ids([ps[0], ps[2], stranger]) and opt.state[stranger] == {"x": 1}
     with pytest.raises(KeyError):
         del opt.state[ps[1]]
+
+
+def test_every_dict_mutator_of_a_state_entry_reaches_the_optimizer():
+    # update / pop / setdefault / clear on opt.state[p] bypassed the write-through (only [k] = v and del did): the
+    # next read put the optimizer's old buffers back
+    for mutate, expect in ((lambda st: st.update(momentum_buffer=tessel.full((2,), 3.0)), 0.5 * 3.0),
+                           (lambda st: st.pop("momentum_buffer"), 0.0),
+                           (lambda st: st.clear(), 0.0)):
+        ps, opt = _sgd_momentum(1)
+        before = ps[0].tolist()
+        mutate(opt.state[ps[0]])
+        opt.zero_grad()
+        (ps[0] * ps[0]).sum().backward()
+        opt.step()  # buf = 0.5 * written (or a fresh buffer: the gradient alone) + 2p
+        assert ps[0].tolist() == pytest.approx([v - 0.1 * (expect + 2 * v) for v in before], rel=1e-6)
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -78,7 +78,6 @@ def test_step_errors_and_forward_only_steps_as_torch():
     np.testing.assert_allclose(got[1][:2], want, rtol=1e-5, atol=1e-6)
 
 
-
 def test_losses_entries_are_loss_fns_own_tensors():
     # torch appends loss_fn's tensors (their dtype and graph); they were float32 copies of the values
     got = {}
@@ -230,10 +229,6 @@ def test_activation_liveness_ends_at_the_weight_backward_under_zero_bubble():
         assert "%dI%d" % (stage, mb) in order[start:end]  # the input backward alone does not end it
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 def test_eval_without_a_loss_fn_returns_the_outputs_and_torchtitans_schedule_names_import():
     # eval() on a schedule built without loss_fn asked the last stage's rank for targets (torch returns the merged
     # outputs), and a rank that caught that left its peer waiting in eval; torchtitan's pipeline_parallel.py imports
@@ -290,3 +285,6 @@ def test_scale_grads_set_after_construction_is_what_the_next_step_uses():
     tessel.run_ranks(2, rank_fn)
     for r in range(2):
         np.testing.assert_allclose(got[r][1], 2 * got[r][0], rtol=1e-6)
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

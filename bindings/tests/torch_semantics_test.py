@@ -136,7 +136,6 @@ def test_once_differentiable_runs_unrecorded_and_refuses_a_second_derivative():
         g.sum().backward()
 
 
-
 def test_module_private_dicts_are_write_through_views():
     # HF Trainer's get_parameter_names reads model._parameters; accelerate / peft write module._parameters[name].
     class Net(nn.Module):
@@ -569,9 +568,6 @@ def test_float32_cumprod_accumulates_in_double_as_torch():
     want = np.cumprod((1 - betas).astype(np.float64))
     assert np.max(np.abs(got - want) / want) < 1e-7  # float32 accumulation drifted to 1.1e-6
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
 
 def test_a_zero_dim_tensor_operand_does_not_widen_pow_and_bitwise_results():
     # torch 2.15: a 0-d tensor only lifts the category, as a Python number does (uint8 ** tensor(3) is uint8)
@@ -852,3 +848,6 @@ def test_misuse_raises_torchs_runtime_error_text(call, message):
     with pytest.raises(RuntimeError) as e:
         call()
     assert str(e.value) == message
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

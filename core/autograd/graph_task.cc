@@ -1,6 +1,8 @@
 // core/autograd/graph_task.cc — shared backward-pass pieces (see graph_task.h).
 #include "core/autograd/graph_task.h"
 
+#include <algorithm>
+
 #include <atomic>
 
 #include "core/autograd/call.h"
@@ -61,17 +63,18 @@ void TakeHookResult(const Node& n, const char* kind, TensorList& current, Tensor
                                                                 : std::move(replaced[i]);
   }
 }
-}  // namespace
 
+// n's pre hooks (Node::pre_hooks) over its incoming gradients, in registration order, before undefined ones are
+// filled with zeros (torch passes None for them).
 void RunNodePreHooks(Node* n, TensorList& in) {
   n->pre_hooks.ForEach([&](const NodePreHook& hook) {
     if (std::optional<TensorList> r = hook(in)) TakeHookResult(*n, "pre", in, std::move(*r));
     return true;
   });
 }
+}  // namespace
 
-TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs, bool pre) {
-  if (pre) RunNodePreHooks(n, in);
+TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs) {
   const TensorList incoming = n->post_hooks.empty() ? TensorList() : in;
   TensorList outs = needs ? n->ApplyMasked(std::move(in), *needs) : n->Apply(std::move(in));
   n->post_hooks.ForEach([&](const NodePostHook& hook) {
@@ -98,6 +101,10 @@ bool PrepareNodeInputs(Node* n, TensorList& in) {
       for (const TensorHook& hook : n->retain_hooks[i]) hook(in[i]);
     }
     any = any || in[i].defined();
+  }
+  if (any && !n->pre_hooks.empty()) {
+    RunNodePreHooks(n, in);
+    any = std::any_of(in.begin(), in.end(), [](const Tensor& g) { return g.defined(); });
   }
   if (any && n->materialize_grads) {
     for (size_t i = 0; i < in.size(); ++i) {

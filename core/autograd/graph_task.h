@@ -31,15 +31,12 @@ Tensor AddGrads(const Tensor& a, const Tensor& b);
 // The root edges and their seed gradients (ones for a one-element root without a given grad).
 void SeedRoots(const TensorList& roots, const TensorList& grads, std::vector<Edge>* edges, TensorList* seeds);
 
-// Runs node `n`'s output hooks on `in` (resized to one slot per output); if any gradient is defined,
-// fills the undefined ones with zeros and returns true; otherwise returns false (the node is skipped).
+// Runs node `n`'s output hooks, then its pre hooks, on `in` (resized to one slot per output); if any gradient is
+// defined, fills the undefined ones with zeros and returns true; otherwise returns false (the node is skipped).
 bool PrepareNodeInputs(Node* n, TensorList& in);
-// n's pre hooks (Node::pre_hooks) over its prepared incoming gradients, in registration order.
-void RunNodePreHooks(Node* n, TensorList& in);
-// n->Apply(in) (or ApplyMasked with `needs`) and then n's post hooks over what it returned; `pre`: run the pre
-// hooks first (a split backward's second half ran them with its first).
-TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs = std::nullopt,
-                        bool pre = true);
+// n->Apply(in) (or ApplyMasked with `needs`) and then n's post hooks over what it returned (its pre hooks ran in
+// PrepareNodeInputs, before the zero fill).
+TensorList RunNodeApply(Node* n, TensorList in, std::optional<std::span<const bool>> needs = std::nullopt);
 
 // Gradient slots per node, summed in arrival order.
 class GradBuffers {

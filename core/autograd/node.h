@@ -44,12 +44,12 @@ struct OutputMeta {
   bool differentiable = true;
 };
 
-// torch's Node.register_prehook / register_hook, run by the engine around a node's Apply (RunNodeApply in
-// graph_task.h). A pre hook gets the node's incoming gradients (one per forward output, undefined where none
-// arrived) and returns replacements, or nullopt to keep them; a post hook gets the gradients Apply returned
-// (one per next edge; none for AccumulateGrad) and the incoming ones, and returns replacements for the former,
-// or nullopt. Megatron / DeepSpeed's data-parallel wrappers hang their gradient-ready callbacks on a
-// parameter's AccumulateGrad node this way.
+// torch's Node.register_prehook / register_hook, run by the engine around a node's Apply (PrepareNodeInputs and
+// RunNodeApply in graph_task.h). A pre hook gets the node's incoming gradients (one per forward output, undefined
+// where none arrived, before the engine fills those with zeros) and returns replacements, or nullopt to keep
+// them; a post hook gets the gradients Apply returned (one per next edge; none for AccumulateGrad) and the
+// incoming ones, and returns replacements for the former, or nullopt. Megatron / DeepSpeed's data-parallel
+// wrappers hang their gradient-ready callbacks on a parameter's AccumulateGrad node this way.
 using NodePreHook = std::function<std::optional<TensorList>(const TensorList& grad_outputs)>;
 using NodePostHook =
     std::function<std::optional<TensorList>(const TensorList& grad_inputs, const TensorList& grad_outputs)>;

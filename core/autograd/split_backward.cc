@@ -110,7 +110,6 @@ std::unordered_map<Node*, std::vector<size_t>> InputTargets(const TensorList& in
 WeightGradStep RunInputStep(Node* n, TensorList in, const std::unordered_set<Node*>& on_path, TensorList* outs) {
   WeightGradStep step{n->sequence_nr()};
   if (!internal::PrepareNodeInputs(n, in)) return step;
-  internal::RunNodePreHooks(n, in);  // once, for both halves
   std::vector<char> now(n->next_edges.size()), later(n->next_edges.size());
   bool any_now = false, any_later = false;
   for (size_t i = 0; i < n->next_edges.size(); ++i) {
@@ -126,7 +125,7 @@ WeightGradStep RunInputStep(Node* n, TensorList in, const std::unordered_set<Nod
     step.needs = std::move(later);
   }
   if (any_now) {
-    *outs = internal::RunNodeApply(n, std::move(in), AsBools(now), /*pre=*/false);
+    *outs = internal::RunNodeApply(n, std::move(in), AsBools(now));
     internal::CheckAnomaly(*n, *outs);
   }
   if (!any_later) n->ReleaseSaved();
@@ -262,7 +261,7 @@ void BackwardWeight(WeightGradTask& task) {
                             (ready.empty() || state->order[next].sequence_nr > ready.top()->sequence_nr());
     if (step_first) {
       WeightGradStep& step = state->order[next++];
-      TensorList outs = internal::RunNodeApply(step.node.get(), std::move(step.grads), AsBools(step.needs), false);
+      TensorList outs = internal::RunNodeApply(step.node.get(), std::move(step.grads), AsBools(step.needs));
       internal::CheckAnomaly(*step.node, outs);
       step.node->ReleaseSaved();
       route(step.node.get(), outs, &step.needs);  // the node stays alive: its edges own the ready nodes

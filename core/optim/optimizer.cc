@@ -99,7 +99,11 @@ void Optimizer::LoadParamState(const std::string& fqn, const std::map<std::strin
                  "' has shape ", t.defined() ? ShapeStr(t.sizes()) : "(undefined)", " but the parameter has shape ",
                  ShapeStr(param.sizes()));
   }
-  auto kept = state_.extract(fqn);  // (a new entry may be one of the old buffers: it stays alive for the copy)
+  // Buffers the entry names take its values in place (the others keep their identity, as the untouched entries of
+  // torch's dict do); buffers it no longer names start over at the next step.
+  if (auto live = state_.find(fqn); live != state_.end()) {
+    std::erase_if(live->second, [&](const auto& buffer) { return !entries.count(buffer.first); });
+  }
   CopyIntoState(fqn, entries);
   if (entries.empty()) state_.erase(fqn);
   steps_[fqn] = step;

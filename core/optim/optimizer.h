@@ -62,8 +62,9 @@ class Optimizer {
   // Frees the state buffers of every parameter not in `keep` (their next step starts them over): with a load of
   // torch's layout, whose state replaces all of it, so a parameter without an entry is fresh, as torch's.
   void DropStateExcept(const std::set<std::string>& keep);
-  // One parameter's state replaced: its buffers become copies of `entries` (none: it starts over at its next
-  // step, as a parameter absent from a loaded state dict) and its step count `step`; the others are untouched.
+  // One parameter's state replaced: its buffers take the values of `entries` (copied into the live buffers, which
+  // keep their identity; a buffer not named is dropped; none: it starts over at its next step, as a parameter
+  // absent from a loaded state dict) and its step count `step`; the other parameters' state is untouched.
   // What a write to one entry of torch's `optimizer.state[p]` does, without a whole state dict's round trip.
   // REQUIRES: fqn is one of this optimizer's parameters and each tensor has its shape (kInvalidArgument).
   void LoadParamState(const std::string& fqn, const std::map<std::string, Tensor>& entries, int64_t step);

@@ -218,11 +218,13 @@ TEST(OptimizerTest, LoadParamStateReplacesOneParametersStateAlone) {
   written.state["w"]["exp_avg"] = FromVector<double>({0.5, -0.25});
   written.steps["w"] = 7;
   const Tensor v_buffer = a.ParamState("v").first.at("exp_avg");
+  const Tensor w_sq_buffer = a.ParamState("w").first.at("exp_avg_sq");  // written below: in place
   a.LoadParamState("w", {{"exp_avg", FromVector<double>({0.5, -0.25})},
                          {"exp_avg_sq", written.state["w"]["exp_avg_sq"]}}, 7);
   b.LoadStateDict(written);
   EXPECT_EQ(a.ParamState("w").second, 7);
   EXPECT_TRUE(a.ParamState("v").first.at("exp_avg").is_same(v_buffer));
+  EXPECT_TRUE(a.ParamState("w").first.at("exp_avg_sq").is_same(w_sq_buffer));
   a.Step();
   b.Step();
   EXPECT_EQ(pa[0].second.ToDoubleVector(), pb[0].second.ToDoubleVector());

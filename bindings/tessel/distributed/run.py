@@ -248,7 +248,8 @@ def _root_cause(local, proc, error_file):
 
 
 def _signal_group(p, signum):
-    """signum to worker p and the processes it started (each worker leads its own session, as torch's)."""
+    """signum to worker p and the processes it started (each worker leads its own session, as torch's; Linux does
+    not reuse a pid while a live process still has it as its group id)."""
     try:
         os.killpg(p.pid, signum)
     except (ProcessLookupError, PermissionError):
@@ -269,7 +270,10 @@ def _stop(procs, grace=30.0, signum=signal.SIGTERM):
             pass
     for p in procs:  # (the worker's own children too, alive or not the worker)
         _signal_group(p, signal.SIGKILL)
-        p.wait()
+        try:
+            p.wait(5.0)
+        except subprocess.TimeoutExpired:  # (unkillable: uninterruptible sleep; reported by the caller's exit)
+            pass
 
 
 def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_port, run_id, restart, max_restarts):
@@ -313,8 +317,11 @@ def run_workers(command, nproc, **kwargs):
     except _LauncherSignal as e:
         print("[tessel.distributed.run] received signal %d: stopping the workers" % e.signum, file=sys.stderr,
               flush=True)
-        _stop(running, grace, e.signum if e.signum in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM)
+        _stop(running, grace, e.signum)
         return 128 + e.signum
+    except BaseException:  # (a KeyboardInterrupt where SIGINT is not handled, any launcher error): the workers
+        _stop(running, grace)  # lead their own sessions, so nothing else would stop them
+        raise
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -424,8 +431,9 @@ def main(argv=None):
     run_id = None if args.rdzv_id == "none" else args.rdzv_id
     signals = []
     for name in filter(None, (x.strip() for x in args.signals_to_handle.split(","))):
-        if not hasattr(signal, name):
-            raise SystemExit("tessel.distributed.run: --signals-to-handle: unknown signal %s" % name)
+        if not hasattr(signal, name):  # (torch warns and goes on)
+            print("[tessel.distributed.run] --signals-to-handle: unknown signal %s, ignored" % name, file=sys.stderr)
+            continue
         signals.append(getattr(signal, name))
     return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
                        master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,

@@ -160,6 +160,31 @@ class _LiveEntry(dict):
         super().__delitem__(key)
         self._owner._written(self._param, self)
 
+    # dict's other mutators bypass __setitem__ / __delitem__: each writes through too
+    def update(self, *args, **kwargs):
+        super().update(*args, **kwargs)
+        self._owner._written(self._param, self)
+
+    def pop(self, *args):
+        value = super().pop(*args)
+        self._owner._written(self._param, self)
+        return value
+
+    def popitem(self):
+        item = super().popitem()
+        self._owner._written(self._param, self)
+        return item
+
+    def setdefault(self, key, default=None):
+        if key in self:
+            return self[key]
+        self[key] = default
+        return self[key]
+
+    def clear(self):
+        super().clear()
+        self._owner._written(self._param, self)
+
 
 def _loaded_value(p, value):
     """A state value loaded for parameter p: a full tensor for a DTensor parameter becomes this rank's shard

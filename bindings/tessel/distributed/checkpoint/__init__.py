@@ -587,6 +587,7 @@ def _load_into(state_dict, path, storage_reader, broadcast, process_group, stric
     # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
     # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
+    _C._dcp_recover(path)  # (as _dcp_load would, before this reads the metadata: a killed save's index restored)
     kinds = _C._dcp_value_kinds(path)
     for key, kind in kinds.items():
         if key in flat and not isinstance(flat[key], _C.Tensor):

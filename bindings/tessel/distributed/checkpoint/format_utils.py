@@ -76,6 +76,7 @@ def _whole(dcp_checkpoint_dir):
         for key in complex_keys:
             flat[key] = _torch_format.whole_complex(path, md, key)
         return flat
+    _C._dcp_recover(path)  # (a load: a killed save's moved-aside index restored first, as dcp.load)
     flat = {key: _C._full(list(shape), 0.0, dtype) for key, (dtype, shape) in _C._dcp_tensor_specs(path).items()}
     placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
     for key, kind in _C._dcp_value_kinds(path).items():

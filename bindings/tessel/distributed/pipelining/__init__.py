@@ -213,10 +213,9 @@ class _PipelineSchedule:
 
     @scale_grads.setter
     def scale_grads(self, value):
-        if bool(value) != self._scale_grads:
-            self._scale_grads = bool(value)
-            if self._executor is not None:  # (the executor weighs each microbatch's loss by it)
-                self._build(*self._program_source)
+        self._scale_grads = bool(value)
+        if self._executor is not None:  # (the executor weighs each microbatch's loss by it, step by step)
+            self._executor.set_scale_grads(self._scale_grads)
 
     @property
     def _num_stages(self):
@@ -248,7 +247,6 @@ class _PipelineSchedule:
     def _build(self, compute, where):
         """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
         compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
-        self._program_source = (compute, where)
         cls, stages = type(self).__name__, self._stages
         group, n = stages[0].group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
