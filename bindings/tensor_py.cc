@@ -443,9 +443,30 @@ void BindCreation(py::module_& m) {
   m.def("_backward_pass_id", [] { return BackwardPassId(); });
   m.def("is_grad_enabled", &GradModeEnabled);
   m.def("_set_grad_enabled", &SetGradModeEnabled, py::arg("enabled"));
-  // torch's anomaly mode (core/autograd/anomaly.h): tessel.autograd.detect_anomaly / set_detect_anomaly.
-  m.def("_set_anomaly_enabled", [](bool enabled, bool check_nan) { autograd::SetAnomalyMode(enabled, check_nan); },
-        py::arg("enabled"), py::arg("check_nan") = true);
+  // torch's anomaly mode (core/autograd/anomaly.h): tessel.autograd.detect_anomaly / set_detect_anomaly. Nodes
+  // made while it is on record the interpreter's stack, and a failing backward warns with it as torch's
+  // "Error detected in ... Traceback of forward call that caused the error".
+  m.def("_set_anomaly_enabled", [](bool enabled, bool check_nan) {
+    autograd::SetForwardTraceHooks(
+        [] {
+          if (!Py_IsInitialized()) return std::string();
+          py::gil_scoped_acquire gil;
+          try {
+            return py::str(py::str("").attr("join")(py::module_::import("traceback").attr("format_stack")()))
+                .cast<std::string>();
+          } catch (const py::error_already_set&) {
+            return std::string();
+          }
+        },
+        [](const std::string& node, const std::string& trace) {
+          if (!Py_IsInitialized()) return;
+          py::gil_scoped_acquire gil;
+          const std::string text =
+              Str("Error detected in ", node, ". Traceback of forward call that caused the error:\n", trace);
+          if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) PyErr_Clear();
+        });
+    autograd::SetAnomalyMode(enabled, check_nan);
+  }, py::arg("enabled"), py::arg("check_nan") = true);
   m.def("_is_anomaly_enabled", &autograd::AnomalyModeEnabled);
   m.def("_is_anomaly_check_nan_enabled", &autograd::AnomalyCheckNan);
 }

@@ -206,6 +206,32 @@ def test_detect_anomaly_names_the_function_that_returned_nan():
     assert not tessel.is_anomaly_enabled()
 
 
+def test_detect_anomaly_warns_with_the_forward_stack_of_the_failing_node():
+    # torch's anomaly mode exists for this warning: "Error detected in <node>. Traceback of forward call that caused
+    # the error:" and the user's line that made the failing node (tessel raised the same error without it)
+    import warnings
+    x = tessel.tensor([0.0, 1.0], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tessel.autograd.detect_anomaly():
+            y = (x / x).sum()  # the forward call: 0 / 0 gives NaN gradients in DivBackward0
+            with pytest.raises(RuntimeError, match="Function 'DivBackward0' returned nan values in its 1th output"):
+                y.backward()
+    texts = [str(w.message) for w in caught if "Error detected in" in str(w.message)]
+    assert len(texts) == 1, [str(w.message) for w in caught]
+    lines = texts[0].splitlines()
+    assert lines[0] == "Error detected in DivBackward0. Traceback of forward call that caused the error:"
+    assert "autograd_functional_test.py" in texts[0] and lines[-1].strip() == "y = (x / x).sum()  # the forward " \
+        "call: 0 / 0 gives NaN gradients in DivBackward0", texts[0]
+    z = (x / x).sum()  # made outside anomaly mode: nothing recorded, nothing warned
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tessel.autograd.detect_anomaly():
+            with pytest.raises(RuntimeError, match="returned nan values"):
+                z.backward()
+    assert not [w for w in caught if "Error detected in" in str(w.message)]
+
+
 def small_model():
     tessel.manual_seed(0)
     return nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 3))

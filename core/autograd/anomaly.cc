@@ -11,7 +11,14 @@ namespace tessel::autograd {
 namespace {
 std::atomic<bool> enabled{false};
 std::atomic<bool> check_nan{true};
+std::atomic<ForwardTraceProvider> trace_provider{nullptr};
+std::atomic<AnomalyTraceReporter> trace_reporter{nullptr};
 }  // namespace
+
+void SetForwardTraceHooks(ForwardTraceProvider provider, AnomalyTraceReporter reporter) {
+  trace_provider.store(provider, std::memory_order_relaxed);
+  trace_reporter.store(reporter, std::memory_order_relaxed);
+}
 
 void SetAnomalyMode(bool on, bool nan) {
   check_nan.store(nan, std::memory_order_relaxed);
@@ -22,6 +29,19 @@ bool AnomalyModeEnabled() { return enabled.load(std::memory_order_relaxed); }
 bool AnomalyCheckNan() { return check_nan.load(std::memory_order_relaxed); }
 
 namespace internal {
+
+std::unique_ptr<std::string> ForwardTrace() {
+  if (!AnomalyModeEnabled()) return nullptr;
+  const ForwardTraceProvider provider = trace_provider.load(std::memory_order_relaxed);
+  if (provider == nullptr) return nullptr;
+  std::string trace = provider();
+  return trace.empty() ? nullptr : std::make_unique<std::string>(std::move(trace));
+}
+
+void ReportForwardTrace(const Node& node) {
+  const AnomalyTraceReporter reporter = trace_reporter.load(std::memory_order_relaxed);
+  if (reporter != nullptr && node.forward_trace != nullptr) reporter(TorchNodeName(node.name()), *node.forward_trace);
+}
 
 void CheckAnomaly(const Node& node, const TensorList& outputs) {
   if (!AnomalyModeEnabled() || !AnomalyCheckNan()) return;

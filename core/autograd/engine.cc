@@ -70,8 +70,13 @@ void Execute(const std::vector<Edge>& root_edges, const TensorList& root_grads, 
     const bool any = autograd::internal::PrepareNodeInputs(n, in);
     TensorList outs;
     if (visit(n, in, any) && any) {
-      outs = autograd::internal::RunNodeApply(n, std::move(in));
-      autograd::internal::CheckAnomaly(*n, outs);
+      try {
+        outs = autograd::internal::RunNodeApply(n, std::move(in));
+        autograd::internal::CheckAnomaly(*n, outs);
+      } catch (...) {  // anomaly mode: the failing node's forward stack first, as torch's warning
+        autograd::internal::ReportForwardTrace(*n);
+        throw;
+      }
       if (!retain_graph) n->ReleaseSaved();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {

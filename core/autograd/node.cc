@@ -1,6 +1,8 @@
 // core/autograd/node.cc — Node sequence numbers, gradient edges and leaf accumulation.
 #include "core/autograd/node.h"
 
+#include "core/autograd/anomaly.h"
+
 #include <atomic>
 #include <cctype>
 #include <map>
@@ -18,7 +20,8 @@ namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
 }  // namespace
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node()
+    : forward_trace(internal::ForwardTrace()), sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
 namespace {
 // Nodes whose last owner was a Node being destroyed on this thread, released one at a time by the outermost

@@ -86,6 +86,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // sets it false, as torch's ctx.set_materialize_grads(False): an output nobody used keeps an undefined
   // gradient, and the parameters behind it get no .grad (not zeros, which weight decay then applied).
   bool materialize_grads = true;
+  // Anomaly mode's record of the forward call that made this node (anomaly.h: SetForwardTraceHooks); null outside it.
+  std::unique_ptr<std::string> forward_trace;
 
  protected:
   uint64_t sequence_nr_;

@@ -181,6 +181,31 @@ TEST(SplitBackwardTest, AnomalyModeNamesTheFunctionThatReturnedNanInFullAndInput
   EXPECT_TRUE(std::isnan(x.grad().ToVector<double>()[0]));
 }
 
+// The forward-stack hooks (anomaly.h): nodes made while anomaly mode is on record the provider's stack, and the
+// node whose backward fails hands its name and that stack to the reporter before the error propagates; nodes made
+// outside it record nothing.
+std::vector<std::string>* reported = nullptr;
+TEST(SplitBackwardTest, AnomalyModeReportsTheFailingNodesForwardStack) {
+  std::vector<std::string> seen;
+  reported = &seen;
+  autograd::SetForwardTraceHooks([] { return std::string("forward stack of this node"); },
+                                 [](const std::string& node, const std::string& trace) {
+                                   reported->push_back(node + ": " + trace);
+                                 });
+  Tensor x = Full({2}, 0.0);
+  x.set_requires_grad(true);
+  auto loss = [&] { return Sum(Sqrt(MulScalar(x, 0.0))); };
+  Tensor outside = loss();
+  autograd::SetAnomalyMode(true);
+  ExpectErrorContains([&] { Backward(loss()); }, ErrorCode::kFailedPrecondition, {"returned nan values"});
+  EXPECT_EQ(seen, (std::vector<std::string>{"MulBackward0: forward stack of this node"}));
+  ExpectErrorContains([&] { Backward(outside); }, ErrorCode::kFailedPrecondition, {"returned nan values"});
+  EXPECT_EQ(seen.size(), 1u);  // made before anomaly mode: no stack to report
+  autograd::SetAnomalyMode(false);
+  autograd::SetForwardTraceHooks(nullptr, nullptr);
+  reported = nullptr;
+}
+
 TEST(SplitBackwardTest, WeightBeforeInputIsAFailedPrecondition) {
   WeightGradTask never_made;
   EXPECT_FALSE(never_made.pending());
