@@ -112,7 +112,9 @@ TEST(MatmulTest, AnOperandWrittenAfterTheForwardIsAnErrorOnlyWhenAGradientReadsI
                                          : op == 1 ? std::vector<double>{1, 2, 3, 4}
                                                    : std::vector<double>{4, 6, 4, 6};
     EXPECT_EQ(w.grad().ToVector<double>(), expected);
-    if (op == 2) EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{2, 2}));
+    if (op == 2) {
+      EXPECT_EQ(b.grad().ToVector<double>(), (std::vector<double>{2, 2}));
+    }
   }
   for (int op = 0; op < 3; ++op) {
     SCOPED_TRACE(op);
