@@ -682,7 +682,11 @@ void BindTensor(py::module_& m) {
           (*f)(leaf);
         }));
       })
-      .def("retain_grad", [](const Tensor& t) { RetainGrad(t); })
+      .def("retain_grad", [](const Tensor& t) {
+        TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, t.requires_grad(),
+                          "can't retain_grad on Tensor that has requires_grad=False");  // (torch's; it was accepted)
+        RetainGrad(t);
+      })
       // torch's retains_grad: True for a non-leaf after retain_grad() (a leaf's .grad is kept anyway: False)
       .def_property_readonly("retains_grad", [](const Tensor& t) {
         const AutogradMeta* meta = t.checked_impl()->autograd_meta();

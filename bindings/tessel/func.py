@@ -174,8 +174,12 @@ def grad_and_value(func, argnums=0, has_aux=False):
             flat = [leaf for made, _ in trees for leaf in made]
             # a captured tensor that requires grad (MAML's parameters): the result stays connected to it, as torch's
             fresh = fresh and not _reaches_other_leaves(out, flat)
-            grads = autograd_grad(out.reshape([]), flat, create_graph=not fresh, allow_unused=True,
-                                  materialize_grads=True) if flat else ()
+            if not out.requires_grad:  # an output that does not depend on the inputs: zeros, as torch's
+                from ._tensor import zeros_like
+                grads = tuple(zeros_like(leaf) for leaf in flat)
+            else:
+                grads = autograd_grad(out.reshape([]), flat, create_graph=not fresh, allow_unused=True,
+                                      materialize_grads=True) if flat else ()
         if fresh:
             grads = tuple(g.detach() for g in grads)
             out = out.detach()
@@ -220,8 +224,12 @@ def vjp(func, *primals, has_aux=False):
         cts, ct_spec = tree_flatten(tree)
         if len(cts) != len(outs) or (len(outs) > 1 and ct_spec != out_spec):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs")
+        from ._tensor import zeros_like
+        live = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]  # (an output independent of the primals: 0)
         with _C._GradMode(True):
-            grads = autograd_grad(outs, leaves, cts, retain_graph=True, allow_unused=True, materialize_grads=True)
+            grads = autograd_grad([o for o, _ in live], leaves, [c for _, c in live], retain_graph=True,
+                                  allow_unused=True, materialize_grads=True) if live else \
+                tuple(zeros_like(leaf) for leaf in leaves)
         per_primal, at = [], 0
         for m, (_, spec) in zip(made, flats):
             per_primal.append(tree_unflatten(list(grads[at:at + len(m)]), spec))

@@ -123,5 +123,14 @@ def test_node_hooks_run_around_the_node_and_on_a_parameters_accumulator_after_it
     with pytest.raises(TypeError, match="expected tuple, but hook returned 'Tensor'"):
         z.sum().backward()
 
+
+def test_retain_grad_on_a_tensor_that_needs_no_gradient_is_torchs_error():
+    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+        tessel.ones(2).retain_grad()  # (accepted before, and .grad then stayed None silently)
+    y = tessel.ones(2, requires_grad=True) * 2
+    y.retain_grad()
+    y.sum().backward()
+    assert y.grad.tolist() == [1.0, 1.0]
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -147,5 +147,16 @@ def test_vmap_maps_stacks_and_gives_per_sample_gradients():
     assert len({tuple(r) for r in different}) == 5
 
 
+
+def test_grad_vjp_and_hessians_of_outputs_independent_of_the_inputs_are_zeros_as_torchs():
+    # func.grad / vjp of an output that does not depend on the input raised "does not require grad" (torch: zeros),
+    # and with them hessian of a linear function and jacrev(jacrev(...))
+    x, w = tessel.tensor([1.0, 2.0]), tessel.tensor([3.0, 4.0])
+    assert tessel.func.grad(lambda x: tessel.tensor(1.0))(x).tolist() == [0.0, 0.0]
+    assert tessel.func.grad(lambda x: (w * 2).sum())(x).tolist() == [0.0, 0.0]
+    assert tessel.func.vjp(lambda x: w * 1, x)[1](tessel.ones(2))[0].tolist() == [0.0, 0.0]
+    assert tessel.func.hessian(lambda x: (x * w).sum())(x).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert tessel.func.jacrev(tessel.func.jacrev(lambda x: x * w))(x).tolist() == [[[0.0, 0.0]] * 2] * 2
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
