@@ -51,8 +51,12 @@ void CheckMeshDimNames(const dtensor::DeviceMesh& d, const std::vector<std::stri
   for (const std::string& n : names) {
     if (std::find(axes.begin(), axes.end(), n) != axes.end()) continue;
     if (std::find(flattened.begin(), flattened.end(), n) != flattened.end()) continue;
-    throw py::key_error(Str("Invalid mesh_dim_names ('", n, "',) specified. Valid mesh_dim_names: ",
-                            d.ToString()));
+    std::string valid;  // torch's list: the dims, then the flattened names
+    for (const std::vector<std::string>* list : {&axes, &flattened}) {
+      for (const std::string& v : *list) valid += Str(valid.empty() ? "" : ", ", "'", v, "'");
+    }
+    throw py::key_error(Str("Invalid mesh_dim_names ('", n, "',) specified. Valid mesh_dim_names are [", valid,
+                            "]."));
   }
 }
 

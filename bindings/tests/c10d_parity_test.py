@@ -98,6 +98,11 @@ def test_a_second_init_raises_and_meshes_hash_and_name_their_dims_as_torch():
         b = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "tp"))
         with pytest.raises(KeyError, match="Mesh dimension 'zz' does not exist."):
             a.get_group("zz")
+        a["dp", "tp"]._flatten("dp_tp")
+        with pytest.raises(KeyError) as info:  # torch's list of the valid names (it printed the mesh)
+            a["xx"]
+        assert info.value.args[0] == ("Invalid mesh_dim_names ('xx',) specified. Valid mesh_dim_names are "
+                                      "['dp', 'tp', 'dp_tp'].")
         return a == b and hash(a) == hash(b) and len({a, b, a["dp"]}) == 2
 
     assert on_two_ranks(run) == {0: True, 1: True}
