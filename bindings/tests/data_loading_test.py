@@ -117,5 +117,49 @@ def test_collate_takes_torchs_extension_registry_and_custom_containers():
     assert default_collate([(1, "a"), (2, "b")])[1] == ("a", "b")  # a field's strings stay a tuple, as torch's
 
 
+
+def test_submodules_are_attributes_as_the_imagenet_example_reaches_them():
+    # `import torch.utils.data.distributed; torch.utils.data.distributed.DistributedSampler(...)` (pytorch/examples'
+    # ImageNet) raised AttributeError: the submodules were in sys.modules only
+    import tessel.utils.data.distributed
+    sampler = tessel.utils.data.distributed.DistributedSampler(list(range(5)), num_replicas=2, rank=1, shuffle=False)
+    assert list(sampler) == [1, 3, 0]
+    assert tessel.utils.data.dataloader.DataLoader is DataLoader
+    assert tessel.utils.data._utils.collate.default_collate([1, 2]).tolist() == [1, 2]
+
+
+class _Draws(tessel.utils.data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return float(np.random.rand()), tessel.rand(()).item()
+
+
+def test_workers_own_their_random_streams_seeded_from_the_loaders_generator():
+    # the in-process workers shared the training loop's streams: worker_init_fn's manual_seed reseeded the main
+    # generator every epoch (dropout repeated), a dataset's draws consumed it; and the workers' base seed was fresh
+    # entropy, so augmentations drawn in workers did not reproduce under manual_seed
+    def epoch_draws(seed):
+        tessel.manual_seed(seed)
+        loader = DataLoader(_Draws(), batch_size=2, num_workers=2,
+                            worker_init_fn=lambda k: tessel.manual_seed(1000 + k))
+        seeds, batches = [], []
+        for batch in loader:
+            batches.append([b.tolist() for b in batch])
+        seeds = [w.seed for w in loader._workers]
+        return seeds, batches, tessel.rand(3).tolist()
+
+    tessel.manual_seed(5)
+    untouched = tessel.rand(3).tolist()
+    seeds, batches, after = epoch_draws(5)
+    assert epoch_draws(5) == (seeds, batches, after)  # reproducible, seeds included
+    assert epoch_draws(6)[0] != seeds
+    tessel.manual_seed(5)
+    tessel.rand(())  # (as much of the stream as the loader's one base-seed draw takes)
+    assert after != untouched and after == tessel.rand(3).tolist()  # only the base seed's draw moved the stream
+    assert seeds[1] == seeds[0] + 1
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -155,6 +155,7 @@ class WorkerInfo:
 
     def __init__(self, id, num_workers, seed, dataset):  # noqa: A002 (torch's name)
         self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+        self._rng = None  # the worker's random states between its turns (_AsWorker)
 
     def __repr__(self):
         return "WorkerInfo(id=%d, num_workers=%d, seed=%d, dataset=%r)" % (self.id, self.num_workers, self.seed,
@@ -170,14 +171,45 @@ def get_worker_info():
     return _worker[0]
 
 
+def _rng_states():
+    """The process's random states a worker process would own: tessel's default generator, numpy's and random's."""
+    import random
+    from ...random import get_rng_state
+    return get_rng_state(), np.random.get_state(), random.getstate()
+
+
+def _set_rng_states(states):
+    import random
+    from ...random import set_rng_state
+    torch_state, numpy_state, random_state = states
+    set_rng_state(torch_state)
+    np.random.set_state(numpy_state)
+    random.setstate(random_state)
+
+
 class _AsWorker:
+    """Runs a worker's code (worker_init_fn, __getitem__, __iter__) as in its own process: get_worker_info() is its
+    WorkerInfo and the random states (tessel's default generator, numpy's, random's) are the worker's own, seeded
+    as torch seeds a worker (seed = base_seed + id), so a worker_init_fn that reseeds, or a dataset that draws,
+    leaves the training loop's streams as they were (they advanced and were reseeded every epoch before)."""
+
     def __init__(self, info):
         self.info = info
 
     def __enter__(self):
         self.previous, _worker[0] = _worker[0], self.info
+        self.outer = _rng_states()
+        if self.info._rng is None:
+            import random
+            _C.manual_seed(self.info.seed)
+            random.seed(self.info.seed)
+            np.random.seed(self.info.seed % 2 ** 32)
+        else:
+            _set_rng_states(self.info._rng)
 
     def __exit__(self, *exc):
+        self.info._rng = _rng_states()
+        _set_rng_states(self.outer)
         _worker[0] = self.previous
 
 
@@ -532,7 +564,9 @@ class DataLoader:
         persistent workers)."""
         if self._workers is not None and self.persistent_workers:
             return self._workers
-        base = int(np.random.default_rng().integers(0, 2 ** 62))
+        # torch's base seed: one draw from the loader's generator (or the default one), so manual_seed decides
+        # every worker's seed (it was fresh entropy each time: augmentations in workers did not reproduce)
+        base = int(host_rng(self.generator).integers(0, 2 ** 62))
         self._workers = [WorkerInfo(k, self.num_workers, base + k, copy.copy(self.dataset))
                          for k in range(self.num_workers)]
         for info in self._workers:
@@ -655,6 +689,7 @@ def _register_submodules():
     this = sys.modules[__name__]
     for short in ("dataloader", "dataset", "sampler", "distributed"):
         sys.modules[__name__ + "." + short] = this
+        setattr(this, short, this)  # (import torch.utils.data.distributed; torch.utils.data.distributed.X)
     utils = types.ModuleType(__name__ + "._utils", "torch.utils.data._utils")
     collate = types.ModuleType(__name__ + "._utils.collate", "torch.utils.data._utils.collate")
     collate.default_collate, collate.default_convert = default_collate, default_convert
@@ -662,6 +697,7 @@ def _register_submodules():
                  "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn", "collate_str_fn"):
         setattr(collate, name, globals()[name])
     utils.collate = collate
+    this._utils = utils
     sys.modules[utils.__name__], sys.modules[collate.__name__] = utils, collate
 
 
