@@ -542,3 +542,67 @@ def test_the_plan_key_empty_applies_its_style_to_the_module_itself_as_torch():
         assert placement == "S(0)" and kind == "Tensor"  # the root's output redistributed and made local
         assert comm == "all_gather(tp) x1", comm  # the output layout move; a plain input needs none
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_style_written_as_torchs_runs_its_own_apply_and_a_built_in_subclass_override_is_refused():
+    # torchtitan's NoParallel (a ParallelStyle subclass whose _apply calls distribute_module) raised AttributeError
+    # ('_c'); a ColwiseParallel subclass overriding _prepare_input_fn (torchao's Float8 styles) was applied by the
+    # C++ style without its override: silently other values
+    from tessel.distributed.tensor import distribute_module
+    from tessel.distributed.tensor.parallel import ParallelStyle
+
+    class NoParallel(ParallelStyle):
+        def _apply(self, module, device_mesh):
+            def into(mod, inputs, mesh):
+                return (DTensor.from_local(inputs[0], mesh, (Replicate(),), run_check=False), *inputs[1:])
+            return distribute_module(module, device_mesh, None, into, lambda mod, out, mesh: out.to_local())
+
+    class DoubledInput(ColwiseParallel):
+        @staticmethod
+        def _prepare_input_fn(*args):
+            raise AssertionError("never called")
+
+    def fn(rank, mesh):
+        tessel.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        want = model(tessel.ones(3, 4)).detach().numpy()
+        parallelize_module(model, mesh, {"0": NoParallel(), "1": ColwiseParallel(output_layouts=Replicate())})
+        got = model(tessel.ones(3, 4))
+        kinds = (type(model[0].weight).__name__, model[0].weight.placements, model[1].weight.placements)
+        with pytest.raises(NotImplementedError, match="DoubledInput overrides _prepare_input_fn of a built-in style"):
+            parallelize_module(nn.Linear(4, 4), mesh, DoubledInput())
+        return kinds, np.abs(got.numpy() - want).max()
+
+    for (kind, p0, p1), err in on_ranks(fn).values():
+        assert (p0, p1) == ((Replicate(),), (Shard(0),)) and err < 1e-6, (kind, p0, p1, err)
+
+
+class _OwnRMSNorm(nn.Module):  # HF Llama's: its own class, not nn.RMSNorm
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(tessel.linspace(0.5, 1.5, dim))
+
+    def forward(self, x):
+        return x * tessel.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def test_sequence_parallel_takes_a_models_own_norm_module_as_torch():
+    # SequenceParallel refused any module but nn.LayerNorm / nn.RMSNorm / nn.Dropout (NotImplementedError), so an
+    # HF-style model's own RMSNorm class could not be sequence-parallel; torch accepts any module
+    x_np = inputs((2, 4, 8))
+    ref = _OwnRMSNorm(8)
+    xr = tessel.from_numpy(x_np)
+    (ref(xr) * tessel.from_numpy(x_np)).sum().backward()
+
+    def fn(rank, mesh):
+        norm = parallelize_module(_OwnRMSNorm(8), mesh, SequenceParallel())
+        shard = tessel.from_numpy(x_np[:, 2 * rank:2 * rank + 2].copy())
+        with tessel.CommTracer() as t:
+            y = norm(shard)
+        (y.to_local() * shard).sum().backward()
+        return y.full_tensor().numpy(), t.summary(), full(norm.weight.grad)
+
+    for y, summary, grad in on_ranks(fn).values():
+        np.testing.assert_allclose(y, ref(xr).detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert summary == ""  # token by token: nothing moves forward
+        np.testing.assert_allclose(grad, ref.weight.grad.numpy(), rtol=1e-5, atol=1e-6)

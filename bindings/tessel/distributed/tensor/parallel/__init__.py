@@ -28,14 +28,47 @@ __all__ = ["parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwisePar
 
 
 class ParallelStyle:
-    """Base of the styles; ``_c`` is the C++ value (tp/parallel_style.h) that parallelize_module applies."""
+    """Base of the styles; ``_c`` is the C++ value (tp/parallel_style.h) that parallelize_module applies. A
+    subclass written as torch's (torchtitan's NoParallel, MoE ExpertParallel) defines ``_apply(module,
+    device_mesh)`` instead, usually with distribute_module; parallelize_module calls it for each module it
+    matches."""
 
     def __repr__(self):
-        return repr(self._c)
+        return repr(self._c) if "_c" in self.__dict__ else object.__repr__(self)
 
     def __eq__(self, other):
+        if "_c" not in self.__dict__:
+            return self is other
         return type(self) is type(other) and self._c == other._c and \
             getattr(self, "_inputs", None) == getattr(other, "_inputs", None)
+
+    __hash__ = object.__hash__
+
+
+# torch's styles are Python and call these from their _apply; tessel's built-in styles run in C++ and would ignore a
+# subclass's override of one (torchao's Float8 styles override the input / output preparation): refused instead.
+_TORCH_STYLE_HOOKS = ("_prepare_input_fn", "_prepare_output_fn", "_partition_linear_fn", "_partition_embedding_fn",
+                      "_partition_fn")
+_BUILT_IN = {"ParallelStyle", "ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput",
+             "PrepareModuleOutput", "PrepareModuleInputOutput"}
+
+
+def _custom_apply(style):
+    """style._apply when its class defines one (a torch-style subclass), else None (a built-in style, C++)."""
+    for cls in type(style).__mro__:
+        if cls.__module__ == __name__ and cls.__name__ in _BUILT_IN:
+            break
+        if "_apply" in cls.__dict__:
+            return style._apply
+    overridden = sorted({name for cls in type(style).__mro__ if not (cls.__module__ == __name__ or cls is object)
+                         for name in _TORCH_STYLE_HOOKS if name in cls.__dict__})
+    if overridden:
+        raise NotImplementedError(
+            "parallelize_module: %s overrides %s of a built-in style, which tessel applies in C++ without calling "
+            "them (the override would be ignored silently); define _apply(module, device_mesh) instead, with "
+            "distribute_module(module, device_mesh, partition_fn, input_fn, output_fn)"
+            % (type(style).__name__, ", ".join(overridden)))
+    return None
 
 
 def _one(layout, name, default):
@@ -186,6 +219,9 @@ def _style(style, where):
     if not isinstance(style, ParallelStyle):
         raise TypeError("parallelize_module: %s must be a ParallelStyle (ColwiseParallel(), ...), got %s"
                         % (where, type(style).__name__))
+    if "_c" not in style.__dict__:
+        raise TypeError("parallelize_module: %s (%s) defines no _apply(module, device_mesh) and is none of "
+                        "tessel's built-in styles" % (where, type(style).__name__))
     return style._c
 
 
@@ -221,21 +257,30 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
     if parallelize_plan is None:
         raise ValueError("parallelize_module: no parallelize_plan given for %s (a ParallelStyle or a dict of "
                          "FQN patterns to styles)" % type(module).__name__)
+    def tp_mesh():  # (asked for only where needed: the C++ call names a missing axis itself)
+        return device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
     if isinstance(parallelize_plan, dict):
         parallelize_plan = {fqn: s for fqn, s in parallelize_plan.items() if _resolves(module, str(fqn))}
-        plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items()]
-        _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
-        styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items()
+        custom = {fqn: _custom_apply(s) for fqn, s in parallelize_plan.items() if isinstance(s, ParallelStyle)}
+        plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items() if not custom.get(fqn)]
+        if plan:
+            _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
+        for fqn, apply in custom.items():  # torch's: each matched module through the style's own _apply
+            for name in (_C.tp_match_modules(module, str(fqn)) if apply else ()):
+                apply(module.get_submodule(name), tp_mesh())
+        styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items() if not custom.get(fqn)
                   for name in _C.tp_match_modules(module, str(fqn))]
     else:
+        apply = _custom_apply(parallelize_plan) if isinstance(parallelize_plan, ParallelStyle) else None
+        if apply is not None:
+            return apply(module, tp_mesh())
         _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
                                          src_data_rank, tp_axis)
         styles = [(module, parallelize_plan)]
     input_styles = [(m, s._inputs) for m, s in styles if getattr(s, "_inputs", None)]
     if input_styles:
-        tp_mesh = device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
         for m, inputs in input_styles:
-            inputs.apply(m, tp_mesh)
+            inputs.apply(m, tp_mesh())
     return module
 
 
