@@ -161,5 +161,17 @@ def test_workers_own_their_random_streams_seeded_from_the_loaders_generator():
     assert seeds[1] == seeds[0] + 1
 
 
+
+def test_the_loaders_batch_defining_attributes_are_fixed_after_construction_as_torchs():
+    # setting batch_size / sampler after construction was accepted and had no effect (the batches were already
+    # built from the constructor's); torch raises. in_order= is accepted (tessel's workers run in turn: in order).
+    loader = DataLoader(list(range(6)), batch_size=2, in_order=False)
+    for attr, value in (("batch_size", 3), ("sampler", None), ("drop_last", True), ("dataset", [1])):
+        with pytest.raises(ValueError, match="%s attribute should not be set after DataLoader is initialized" % attr):
+            setattr(loader, attr, value)
+    loader.num_workers = 0  # (the others stay settable, as torch's)
+    assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -445,8 +445,9 @@ def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
         with pytest.raises(ValueError, match="desired_input_layouts"):
             parallelize_module(MLP(16), mesh, PrepareModuleInput(input_layouts=(Shard(1), Shard(0)),
                                                                  desired_input_layouts=Replicate()))
-        with pytest.raises(ValueError, match="no parallelize_plan"):
-            parallelize_module(MLP(16), mesh)
+        mlp = MLP(16)
+        with pytest.warns(UserWarning, match="No parallelize_plan is provided"):  # torch's (it raised ValueError)
+            assert parallelize_module(mlp, mesh) is mlp and not isinstance(mlp.fc.weight, DTensor)
         mesh2 = init_device_mesh("cpu", (1, W), mesh_dim_names=("dp", "model"))
         with pytest.raises(ValueError, match="has no mesh axis 'tp'"):
             parallelize_module(MLP(16), mesh2, {"fc": ColwiseParallel()})

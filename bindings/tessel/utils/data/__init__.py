@@ -512,7 +512,9 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
-                 pin_memory_device=""):
+                 pin_memory_device="", in_order=True):
+        # (in_order=False lets torch's workers hand batches back as they finish; tessel's run in turn: in order)
+        self.in_order = bool(in_order)
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
@@ -551,6 +553,15 @@ class DataLoader:
             if batch_size is not None:
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
+        self._initialized = True
+
+    # torch's: these decide the batches, which the loader built from them at construction (a set had no effect)
+    _FIXED = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
+
+    def __setattr__(self, attr, value):
+        if attr in DataLoader._FIXED and self.__dict__.get("_initialized"):
+            raise ValueError("%s attribute should not be set after %s is initialized" % (attr, type(self).__name__))
+        super().__setattr__(attr, value)
 
     __class_getitem__ = classmethod(lambda cls, item: cls)  # DataLoader[Batch] in annotations, as torch's
 

@@ -246,17 +246,18 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
 
     device_mesh: 1-D, or with a mesh dim named ``tp_axis``; None takes a 1-D mesh over the default
     process group. parallelize_plan: a ParallelStyle, or a dict {FQN pattern: ParallelStyle}; a pattern that
-    matches no submodule is skipped with torch's warning. src_data_rank: k (0 by default, as torch's), a rank
-    of the tensor-parallel group whose whole parameters are broadcast over the group first (torch's group_src
-    semantics: ranks initialized differently end with rank k's model), or None: no communication, each rank
-    cuts its Shard pieces from its own values (ranks must start from the same seed; Replicate parameters take
-    the TP group's rank-0 values, where torch keeps each rank's own)."""
+    matches no submodule is skipped with torch's warning (no plan at all: torch's warning, nothing done).
+    src_data_rank: k (0 by default, as torch's), a rank of the tensor-parallel group whose whole parameters are
+    broadcast over the group first (torch's group_src semantics: ranks initialized differently end with rank k's
+    model), or None: no communication, each rank cuts its Shard pieces from its own values (ranks must start from
+    the same seed; Replicate parameters take the TP group's rank-0 values, where torch keeps each rank's own)."""
     if device_mesh is None:
         from ...fsdp import _default_mesh
         device_mesh = _default_mesh()
-    if parallelize_plan is None:
-        raise ValueError("parallelize_module: no parallelize_plan given for %s (a ParallelStyle or a dict of "
-                         "FQN patterns to styles)" % type(module).__name__)
+    if parallelize_plan is None:  # torch's: a warning, and the module as it is
+        warnings.warn("No parallelize_plan is provided and auto-parallel is not supported at the moment, so this "
+                      "parallelize_module call will do nothing.", stacklevel=2)
+        return module
     def tp_mesh():  # (asked for only where needed: the C++ call names a missing axis itself)
         return device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
     if isinstance(parallelize_plan, dict):
