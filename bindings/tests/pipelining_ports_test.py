@@ -286,5 +286,38 @@ def test_scale_grads_set_after_construction_is_what_the_next_step_uses():
     for r in range(2):
         np.testing.assert_allclose(got[r][1], 2 * got[r][0], rtol=1e-6)
 
+
+class _Failing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        raise ValueError("boom in the stage")
+
+
+def test_a_stage_modules_exception_is_torchs_runtime_error_naming_the_stage_and_the_cause():
+    # torch wraps a stage forward's error in RuntimeError("[Stage i] failed to run forward: ...") from it, so a
+    # port's `except RuntimeError` catches it; the original ValueError passed through
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        first, _ = _parts()
+        stage = pp.PipelineStage(first if world.rank == 0 else _Failing(), world.rank, 2, "cpu")
+        sched = pp.ScheduleGPipe(stage, n_microbatches=2, loss_fn=lambda out, y: (out - y).square().mean())
+        try:
+            sched.step(tessel.ones(4, 3) if world.rank == 0 else None,
+                       target=tessel.zeros(4, 2) if world.rank == 1 else None)
+        except RuntimeError as e:
+            got[world.rank] = (type(e).__name__, str(e), type(e.__cause__).__name__)
+
+    tessel.run_ranks(2, rank_fn)
+    kind, text, cause = got[1]
+    assert (kind, cause) == ("RuntimeError", "ValueError"), got[1]
+    assert text.startswith("[Stage 1] failed to run forward:\nargs: (Tensor(shape=[2, 3], dtype=float32))")
+    assert text.endswith("caused by ValueError: boom in the stage")  # (the text peers and the launcher report)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

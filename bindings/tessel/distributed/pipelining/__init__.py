@@ -122,15 +122,35 @@ class PipelineStage:
         self._forward_contexts[handle.id] = context_factory
         return handle
 
+    def _run(self, module, args, kwargs):
+        """module(*args, **kwargs), its exception wrapped as torch's stage wraps it (RuntimeError "[Stage i] failed
+        to run forward: args: ..." from the module's own error: a port's `except RuntimeError` catches it), except
+        the distributed runtime's errors, which name a peer and go on as they are."""
+        try:
+            return module(*args, **kwargs)
+        except Exception as e:
+            from .. import DistError
+            if isinstance(e, DistError):
+                raise
+
+            def shown(v):
+                return ("Tensor(shape=%s, dtype=%s)" % (list(v.shape), str(v.dtype).rsplit(".", 1)[-1])
+                        if isinstance(v, _C.Tensor) else type(v).__name__)
+            # (the cause's own text last: peers and the launcher report this message, not the chain)
+            raise RuntimeError("[Stage %d] failed to run forward:\nargs: (%s)\nkwargs: {%s}\ncaused by %s: %s"
+                               % (self.stage_index, ", ".join(shown(a) for a in args),
+                                  ", ".join("%r: %s" % (k, shown(v)) for k, v in kwargs.items()),
+                                  type(e).__name__, e)) from e
+
     def _forward(self, module, microbatch, probe, *args, **kwargs):
         if not self._forward_contexts:
-            return module(*args, **kwargs)
+            return self._run(module, args, kwargs)
         factory = next(iter(self._forward_contexts.values()))
         completed = False
         info = PipelineStageInfo(stage_index=self.stage_index, microbatch_index=microbatch,
                                  is_metadata_inference=probe)
         with factory(info):
-            output = module(*args, **kwargs)
+            output = self._run(module, args, kwargs)
             completed = True
         if not completed:
             raise RuntimeError("A pipeline forward context suppressed an exception from the stage module; forward "
