@@ -158,7 +158,9 @@ class OpNode final : public Node {
         TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, s.tensor.impl()->version() == s.version,
                           "one of the variables needed for gradient computation has been modified by an inplace "
                           "operation: ", what, " ", i, " of '", op_.name, "' (shape ", ShapeStr(s.tensor.sizes()),
-                          ") is at version ", s.tensor.impl()->version(), "; expected version ", s.version);
+                          ") is at version ", s.tensor.impl()->version(), "; expected version ", s.version,
+                          " instead. Hint: enable anomaly detection to find the operation that failed to compute "
+                          "its gradient, with torch.autograd.set_detect_anomaly(True).");
       }
       out.push_back(s.tensor);
     }

@@ -126,7 +126,8 @@ TEST(MatmulTest, AnOperandWrittenAfterTheForwardIsAnErrorOnlyWhenAGradientReadsI
       MulScalarInPlace(w, 0.5);
     }
     testing::ExpectErrorContains([&] { Backward(y, OnesLike(y)); }, ErrorCode::kFailedPrecondition,
-                                 {"modified by an inplace operation", "is at version 1; expected version 0"});
+                                 {"modified by an inplace operation", "is at version 1; expected version 0 instead",
+                                  "Hint: enable anomaly detection", "torch.autograd.set_detect_anomaly(True)"});
   }
 }
 

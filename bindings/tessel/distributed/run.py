@@ -334,7 +334,11 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
     if nproc > 1 and "OMP_NUM_THREADS" not in base:
-        base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node
+        base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node, with its warning
+        print("*****************************************\nSetting OMP_NUM_THREADS environment variable for each "
+              "process to be 1 in default, to avoid your system being overloaded, please further tune the "
+              "variable for optimal performance in your application as needed. \n"
+              "*****************************************", file=log, flush=True)
     for restart in range(max_restarts + 1):
         with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
             procs, files = [], []

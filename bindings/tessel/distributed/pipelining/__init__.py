@@ -486,8 +486,12 @@ class PipelineScheduleMulti(_PipelineSchedule):
         where = _C.verify_compute_program(compute, n, self._n_microbatches)
         self._build(compute, list(where))
 
-    def _dump_csv(self, filename):
-        """torch's: writes the compute-only schedule (one row per rank) in the layout _load_csv reads."""
+    def _dump_csv(self, filename, format="compute_only"):  # noqa: A002 (torch's name)
+        """torch's: writes the compute-only schedule (one row per rank) in the layout _load_csv reads; tessel adds
+        the communication when it lowers a program, so it has no compute_comms form to write."""
+        if format != "compute_only":
+            raise NotImplementedError("%s._dump_csv(format=%r): tessel writes compute-only schedules (it adds the "
+                                      "communication itself when it lowers one)" % (type(self).__name__, format))
         with open(filename, "w") as f:
             f.write(_C.dump_csv([self.pipeline_order[r] for r in sorted(self.pipeline_order)]))
 
