@@ -162,6 +162,19 @@ def test_workers_own_their_random_streams_seeded_from_the_loaders_generator():
 
 
 
+def test_the_training_loops_body_runs_as_the_main_process_not_as_a_worker():
+    # the batch was handed over from inside the worker's context: the loop body ran as worker k (get_worker_info()
+    # set, its draws taken from the worker's stream, a manual_seed in the loop undone at the next batch)
+    tessel.manual_seed(5)
+    loader = DataLoader(_Draws(), batch_size=1, num_workers=2)
+    seen = []
+    for _ in loader:
+        seen.append((tessel.utils.data.get_worker_info(), tessel.rand(()).item()))
+    tessel.manual_seed(5)
+    tessel.rand(())  # (the loader's one base-seed draw)
+    assert seen == [(None, tessel.rand(()).item()) for _ in range(4)]
+
+
 def test_the_loaders_batch_defining_attributes_are_fixed_after_construction_as_torchs():
     # setting batch_size / sampler after construction was accepted and had no effect (the batches were already
     # built from the constructor's); torch raises. in_order= is accepted (tessel's workers run in turn: in order).

@@ -165,7 +165,9 @@ def test_schedule_runtime_runs_a_csv_schedule_placed_as_the_csv_says(tmp_path, n
             runtime._load_csv(str(bad))
         runtime._load_csv(str(csv))
         assert runtime.stage_to_rank == where
-        runtime._dump_csv(str(tmp_path / ("back%d.csv" % world.rank)))
+        with pytest.raises(NotImplementedError, match="compute_comms"):  # torch's runtime default: the lowered form
+            runtime._dump_csv(str(tmp_path / "lowered.csv"))
+        runtime._dump_csv(str(tmp_path / ("back%d.csv" % world.rank)), format="compute_only")
         x = tessel.from_numpy(x_np) if 0 in mine else None
         _, loss = stepped(runtime, x, target=tessel.from_numpy(y_np) if 3 in mine else None)
         got[world.rank] = (loss, {i: parts[i].fc.weight.grad.numpy() for i in mine})

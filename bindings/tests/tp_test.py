@@ -563,6 +563,14 @@ def test_a_style_written_as_torchs_runs_its_own_apply_and_a_built_in_subclass_ov
         def _prepare_input_fn(*args):
             raise AssertionError("never called")
 
+    class Checked(ColwiseParallel):  # torchao's pattern: its own _apply checks the module, then super()'s
+        def _apply(self, module, device_mesh):
+            module.seen_mesh_dims = device_mesh.ndim
+            return super()._apply(module, device_mesh)
+
+    class CheckedAndDoubled(Checked, DoubledInput):
+        pass
+
     def fn(rank, mesh):
         tessel.manual_seed(0)
         model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
@@ -572,6 +580,11 @@ def test_a_style_written_as_torchs_runs_its_own_apply_and_a_built_in_subclass_ov
         kinds = (type(model[0].weight).__name__, model[0].weight.placements, model[1].weight.placements)
         with pytest.raises(NotImplementedError, match="DoubledInput overrides _prepare_input_fn of a built-in style"):
             parallelize_module(nn.Linear(4, 4), mesh, DoubledInput())
+        checked = parallelize_module(nn.Linear(4, 4), mesh, Checked())  # super()._apply: the built-in style
+        assert checked.weight.placements == (Shard(0),) and checked.seen_mesh_dims == 1
+        with pytest.raises(NotImplementedError, match="overrides _prepare_input_fn of a built-in style"):
+            parallelize_module(nn.Linear(4, 4), mesh, CheckedAndDoubled())
+        assert ColwiseParallel() == ColwiseParallel() and len({ColwiseParallel(), ColwiseParallel()}) == 1
         return kinds, np.abs(got.numpy() - want).max()
 
     for (kind, p0, p1), err in on_ranks(fn).values():

@@ -329,12 +329,13 @@ def run_workers(command, nproc, **kwargs):
 
 def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
                   max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
-                  logs=None, grace=30.0):
+                  logs=None, grace=30.0, omp_banner=False):
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
     if nproc > 1 and "OMP_NUM_THREADS" not in base:
         base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node, with its warning
+    if omp_banner and nproc > 1 and "OMP_NUM_THREADS" not in (os.environ if env is None else env):  # (the CLI's)
         print("*****************************************\nSetting OMP_NUM_THREADS environment variable for each "
               "process to be 1 in default, to avoid your system being overloaded, please further tune the "
               "variable for optimal performance in your application as needed. \n"
@@ -442,7 +443,7 @@ def main(argv=None):
     return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
                        master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
                        run_id=run_id, role=args.role, logs=logs, shutdown_timeout=args.shutdown_timeout,
-                       signals=tuple(signals))
+                       signals=tuple(signals), omp_banner=True)
 
 
 if __name__ == "__main__":

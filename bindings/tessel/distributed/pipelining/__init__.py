@@ -502,6 +502,9 @@ class _PipelineScheduleRuntime(PipelineScheduleMulti):
     max_active_stages bounds the stages whose parameters FSDP keeps unsharded at once; torch's other
     runtime knobs are accepted at their defaults."""
 
+    def _dump_csv(self, filename, format="compute_comms"):  # noqa: A002 (torch's runtime writes the lowered form)
+        return super()._dump_csv(filename, format)
+
     def __init__(self, *args, **kwargs):
         self._max_active_stages = int(kwargs.pop("max_active_stages", 3))
         defaults = {"defer_pp_recv": False, "unshard_lookahead": "full", "defer_reduce_grad_wait": False,

@@ -18,6 +18,7 @@ import collections.abc
 import copy
 import math
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -162,20 +163,30 @@ class WorkerInfo:
                                                                           self.dataset)
 
 
-_worker = [None]  # the WorkerInfo of the worker whose code runs now (None: the main process)
+class _WorkerSlot(threading.local):
+    """The WorkerInfo of the worker whose code runs now on this thread (None: the main process); per thread, as
+    each run_ranks rank has its own loaders."""
+
+    def __init__(self):
+        super().__init__()
+        self.info = None
+
+
+_worker_slot = _WorkerSlot()
 
 
 def get_worker_info():
     """torch.utils.data.get_worker_info: inside a DataLoader worker's code (the dataset's __iter__ / __getitem__,
     worker_init_fn) that worker's WorkerInfo, else None (the module's note: workers run in this process)."""
-    return _worker[0]
+    return _worker_slot.info
 
 
-def _rng_states():
-    """The process's random states a worker process would own: tessel's default generator, numpy's and random's."""
+def _rng_states(process=True):
+    """The random states a worker process would own: tessel's default generator (this thread's), and with
+    `process` numpy's and random's (the process's)."""
     import random
     from ...random import get_rng_state
-    return get_rng_state(), np.random.get_state(), random.getstate()
+    return get_rng_state(), np.random.get_state() if process else None, random.getstate() if process else None
 
 
 def _set_rng_states(states):
@@ -183,8 +194,9 @@ def _set_rng_states(states):
     from ...random import set_rng_state
     torch_state, numpy_state, random_state = states
     set_rng_state(torch_state)
-    np.random.set_state(numpy_state)
-    random.setstate(random_state)
+    if numpy_state is not None:
+        np.random.set_state(numpy_state)
+        random.setstate(random_state)
 
 
 class _AsWorker:
@@ -197,20 +209,24 @@ class _AsWorker:
         self.info = info
 
     def __enter__(self):
-        self.previous, _worker[0] = _worker[0], self.info
-        self.outer = _rng_states()
+        self.previous, _worker_slot.info = _worker_slot.info, self.info
+        # numpy's and random's states are the process's: swapped on the main thread only (run_ranks' rank threads
+        # would race on them); tessel's default generator is per thread and always the worker's own
+        self.process = threading.current_thread() is threading.main_thread()
+        self.outer = _rng_states(self.process)
         if self.info._rng is None:
             import random
             _C.manual_seed(self.info.seed)
-            random.seed(self.info.seed)
-            np.random.seed(self.info.seed % 2 ** 32)
+            if self.process:
+                random.seed(self.info.seed)
+                np.random.seed(self.info.seed % 2 ** 32)
         else:
             _set_rng_states(self.info._rng)
 
     def __exit__(self, *exc):
-        self.info._rng = _rng_states()
+        self.info._rng = _rng_states(self.process)
         _set_rng_states(self.outer)
-        _worker[0] = self.previous
+        _worker_slot.info = self.previous
 
 
 def random_split(dataset, lengths, generator=None):
@@ -553,13 +569,13 @@ class DataLoader:
             if batch_size is not None:
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
-        self._initialized = True
+        self.__initialized = True  # (mangled, as torch's: a subclass's own _initialized does not clash)
 
     # torch's: these decide the batches, which the loader built from them at construction (a set had no effect)
     _FIXED = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
 
     def __setattr__(self, attr, value):
-        if attr in DataLoader._FIXED and self.__dict__.get("_initialized"):
+        if attr in DataLoader._FIXED and self.__dict__.get("_DataLoader__initialized"):
             raise ValueError("%s attribute should not be set after %s is initialized" % (attr, type(self).__name__))
         super().__setattr__(attr, value)
 
@@ -633,16 +649,18 @@ class DataLoader:
         workers = self._workers if self.num_workers else None
         if self.batch_sampler is None:  # batch_size=None: samples one by one, through collate_fn
             for n, i in enumerate(self.sampler):  # (default_convert)
-                if workers:
+                if workers:  # (made as the worker, handed over as the main process: the loop body is not the worker's)
                     with _AsWorker(workers[n % len(workers)]):
-                        yield self.collate_fn(workers[n % len(workers)].dataset[i])
+                        sample = self.collate_fn(workers[n % len(workers)].dataset[i])
+                    yield sample
                 else:
                     yield self.collate_fn(self.dataset[i])
             return
         for n, indices in enumerate(self.batch_sampler):
             if workers:  # batch n is worker n % num_workers's (torch's in-order dispatch)
                 with _AsWorker(workers[n % len(workers)]):
-                    yield self.collate_fn(_fetch_from(workers[n % len(workers)].dataset, indices))
+                    batch = self.collate_fn(_fetch_from(workers[n % len(workers)].dataset, indices))
+                yield batch
             else:
                 yield self.collate_fn(self._fetch(indices))
 

@@ -33,6 +33,8 @@ class ParallelStyle:
     device_mesh)`` instead, usually with distribute_module; parallelize_module calls it for each module it
     matches."""
 
+    src_data_rank = 0  # (torch's attribute; parallelize_module sets it on the style before _apply)
+
     def __repr__(self):
         return repr(self._c) if "_c" in self.__dict__ else object.__repr__(self)
 
@@ -42,7 +44,21 @@ class ParallelStyle:
         return type(self) is type(other) and self._c == other._c and \
             getattr(self, "_inputs", None) == getattr(other, "_inputs", None)
 
-    __hash__ = object.__hash__
+    def __hash__(self):  # (equal styles hash alike)
+        return hash((type(self).__name__, repr(self))) if "_c" in self.__dict__ else object.__hash__(self)
+
+    def _apply(self, module, device_mesh):
+        """torch's: applies this style to `module` on `device_mesh` (a subclass's _apply may call it through
+        super()). A built-in style runs in C++; a subclass overriding its input / output / partition functions is
+        refused, since the C++ style would not call them."""
+        if "_c" not in self.__dict__:
+            raise NotImplementedError("%s defines no _apply(module, device_mesh)" % type(self).__name__)
+        _refuse_overrides(self)
+        axis = device_mesh.mesh_dim_names[0] if device_mesh.ndim == 1 and device_mesh.mesh_dim_names else "tp"
+        _C.parallelize_module_with_style(module, device_mesh, self._c, self.src_data_rank, axis)
+        if getattr(self, "_inputs", None):
+            self._inputs.apply(module, device_mesh if device_mesh.ndim == 1 else device_mesh[axis])
+        return module
 
 
 # torch's styles are Python and call these from their _apply; tessel's built-in styles run in C++ and would ignore a
@@ -54,12 +70,18 @@ _BUILT_IN = {"ParallelStyle", "ColwiseParallel", "RowwiseParallel", "SequencePar
 
 
 def _custom_apply(style):
-    """style._apply when its class defines one (a torch-style subclass), else None (a built-in style, C++)."""
+    """style._apply when a class of the user's defines one (a torch-style subclass), else None (a built-in style,
+    applied in C++; its overrides refused)."""
     for cls in type(style).__mro__:
         if cls.__module__ == __name__ and cls.__name__ in _BUILT_IN:
             break
         if "_apply" in cls.__dict__:
             return style._apply
+    _refuse_overrides(style)
+    return None
+
+
+def _refuse_overrides(style):
     overridden = sorted({name for cls in type(style).__mro__ if not (cls.__module__ == __name__ or cls is object)
                          for name in _TORCH_STYLE_HOOKS if name in cls.__dict__})
     if overridden:
@@ -68,7 +90,6 @@ def _custom_apply(style):
             "them (the override would be ignored silently); define _apply(module, device_mesh) instead, with "
             "distribute_module(module, device_mesh, partition_fn, input_fn, output_fn)"
             % (type(style).__name__, ", ".join(overridden)))
-    return None
 
 
 def _one(layout, name, default):
@@ -266,15 +287,18 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items() if not custom.get(fqn)]
         if plan:
             _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
-        for fqn, apply in custom.items():  # torch's: each matched module through the style's own _apply
+        for fqn, apply in custom.items():  # torch's: each matched module through the style's own _apply, which
+            if apply:                        # gets the mesh as the caller passed it (an ("ep", "tp") one included)
+                parallelize_plan[fqn].src_data_rank = src_data_rank
             for name in (_C.tp_match_modules(module, str(fqn)) if apply else ()):
-                apply(module.get_submodule(name), tp_mesh())
+                apply(module.get_submodule(name), device_mesh)
         styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items() if not custom.get(fqn)
                   for name in _C.tp_match_modules(module, str(fqn))]
     else:
         apply = _custom_apply(parallelize_plan) if isinstance(parallelize_plan, ParallelStyle) else None
         if apply is not None:
-            return apply(module, tp_mesh())
+            parallelize_plan.src_data_rank = src_data_rank
+            return apply(module, device_mesh)
         _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
                                          src_data_rank, tp_axis)
         styles = [(module, parallelize_plan)]
