@@ -27,10 +27,13 @@
 namespace tessel::bindings {
 namespace {
 
+// (Every checkpoint reader calls it: tessel.load, dcp.load, their metadata readers; the message names no one API.)
 void RequireDirectory(const std::string& dir) {
   if (!std::filesystem::is_directory(dir)) {
+    const std::string what = std::filesystem::exists(dir) ? "' is a file, not a checkpoint directory"
+                                                           : "' does not exist";
     PyErr_SetObject(PyExc_FileNotFoundError,
-                    py::make_tuple(2, "tessel.load: no checkpoint directory '" + dir + "'", dir).ptr());
+                    py::make_tuple(2, "checkpoint load: no checkpoint directory '" + dir + what, dir).ptr());
     throw py::error_already_set();
   }
 }

@@ -141,8 +141,13 @@ def test_errors_arrive_as_the_python_exception_their_code_names():
     idx = tessel.tensor(np.zeros((2, 3), dtype=np.float32))  # GPT wants int64 token ids
     with pytest.raises(ValueError, match=r"GPT: expected int64 token ids \[B, T\], got \[2, 3\] float32"):
         model.loss(idx, idx)
-    with pytest.raises(FileNotFoundError, match="no checkpoint directory '/nonexistent/no_such_checkpoint'"):
+    with pytest.raises(FileNotFoundError, match="no checkpoint directory '/nonexistent/no_such_checkpoint' does not "
+                                                "exist"):
         tessel.load(model, None, "/nonexistent/no_such_checkpoint")
+    import tessel.distributed.checkpoint as dcp  # (dcp.load's message named tessel.load; a file read as missing)
+    with pytest.raises(BaseException, match=r"checkpoint load: no checkpoint directory '.*tessel_test\.py' is a "
+                                            "file, not a checkpoint directory"):
+        dcp.load({"w": tessel.zeros(2)}, checkpoint_id=__file__, no_dist=True)
     with pytest.raises(ValueError, match="reduce op must be sum, avg, max or min, got 'prod'"):
         tessel.Partial("prod")
 
