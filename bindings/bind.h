@@ -78,6 +78,9 @@ void BindPipelining(py::module_& m);   // pipelining_py.cc: schedules, action IR
 // The Python object of each dtype: the enum's own value objects, recorded by BindDTypes (tensor_py.cc);
 // nullptr before. A borrowed reference, alive as long as the interpreter.
 PyObject* DTypeObject(DType dtype);
+// Gradients for a Python hook (module and node hooks): a tuple, None where undefined (an output nobody used), as
+// torch passes them. tensor_py.cc.
+py::tuple GradsForPython(const TensorList& grads);
 
 }  // namespace tessel::bindings
 

@@ -255,13 +255,6 @@ py::list Named(const std::vector<std::pair<std::string, Module*>>& mods, const p
   return out;
 }
 
-// Gradients for a Python hook: None where undefined (an output nobody used), as torch passes.
-py::tuple GradsForPython(const TensorList& grads) {
-  py::tuple out(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) out[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
-  return out;
-}
-
 // A backward hook's return: None keeps the gradients; a tuple / list (None entries allowed) or one tensor
 // replaces them (torch's rule; the module checks the count and shapes).
 std::optional<TensorList> GradsFromPython(const py::object& r) {

@@ -158,6 +158,12 @@ bool ReadableInPlace(const Tensor& t) {
 }
 }  // namespace
 
+py::tuple GradsForPython(const TensorList& grads) {
+  py::tuple out(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) out[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
+  return out;
+}
+
 PyObject* DTypeObject(DType dtype) {
   const int i = static_cast<int>(dtype);
   return i >= 0 && i < kNumDTypes ? dtype_objects[i] : nullptr;
@@ -471,15 +477,6 @@ void BindCreation(py::module_& m) {
   m.def("_is_anomaly_check_nan_enabled", &autograd::AnomalyCheckNan);
 }
 
-// Tensor.grad_fn: the autograd node that made a tensor (None for leaves and tensors without history), with
-// torch's name(), next_functions ((node or None, input slot) per input) and, on AccumulateGrad, variable.
-// A node hook's gradients as torch passes them: a tuple, None where a gradient is undefined.
-py::tuple GradTuple(const TensorList& grads) {
-  py::tuple out(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) out[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
-  return out;
-}
-
 // What a Python node hook returned: None keeps the gradients; else a sequence of tensors or None (torch's).
 std::optional<TensorList> NodeHookResult(const py::object& r) {
   if (r.is_none()) return std::nullopt;
@@ -498,6 +495,8 @@ std::optional<TensorList> NodeHookResult(const py::object& r) {
   return out;
 }
 
+// Tensor.grad_fn: the autograd node that made a tensor (None for leaves and tensors without history), with
+// torch's name(), next_functions ((node or None, input slot) per input) and, on AccumulateGrad, variable.
 void BindAutogradNode(py::module_& m) {
   using autograd::Node;
   py::class_<Node, std::shared_ptr<Node>>(m, "_Node", "A node of the autograd graph (torch's grad_fn)")
@@ -527,10 +526,10 @@ void BindAutogradNode(py::module_& m) {
         const std::weak_ptr<Node> weak = n.shared_from_this();
         const uint64_t id = pre ? n.pre_hooks.Add([f](const TensorList& g) {
           py::gil_scoped_acquire gil;
-          return NodeHookResult((*f)(GradTuple(g)));
+          return NodeHookResult((*f)(GradsForPython(g)));
         }) : n.post_hooks.Add([f](const TensorList& grad_inputs, const TensorList& grad_outputs) {
           py::gil_scoped_acquire gil;
-          return NodeHookResult((*f)(GradTuple(grad_inputs), GradTuple(grad_outputs)));
+          return NodeHookResult((*f)(GradsForPython(grad_inputs), GradsForPython(grad_outputs)));
         });
         return HookRemoverObject([weak, id, pre] {
           if (const std::shared_ptr<Node> node = weak.lock()) {

@@ -137,6 +137,21 @@ def _detach_tree(tree):
     return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
 
 
+def _grads_of(outputs, leaves, cotangents=None, **kwargs):
+    """autograd.grad of `outputs` (with `cotangents`) w.r.t. `leaves`, unused leaves' gradients zeros; outputs that do
+    not depend on any leaf contribute nothing, and when none does every gradient is zeros, as torch.func's (autograd
+    .grad refuses an output that does not require grad)."""
+    from .autograd import grad as autograd_grad
+    from ._tensor import zeros_like
+    cotangents = [None] * len(outputs) if cotangents is None else cotangents
+    live = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
+    if not live:
+        return tuple(zeros_like(leaf) for leaf in leaves)
+    seeds = [c for _, c in live]
+    return autograd_grad([o for o, _ in live], leaves, None if all(c is None for c in seeds) else seeds,
+                         allow_unused=True, materialize_grads=True, **kwargs)
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: (gradients w.r.t. args[argnums], func's output) of a scalar func. An argument
     may be a pytree of tensors (a dict of parameters for functional_call): its gradient has the same structure."""
@@ -144,7 +159,6 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
     def wrapper(*args, **kwargs):
         nums, many = _argnums(argnums, len(args))
-        from .autograd import grad as autograd_grad
         with _C._GradMode(True):
             args = list(args)
             fresh = True
@@ -174,12 +188,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             flat = [leaf for made, _ in trees for leaf in made]
             # a captured tensor that requires grad (MAML's parameters): the result stays connected to it, as torch's
             fresh = fresh and not _reaches_other_leaves(out, flat)
-            if not out.requires_grad:  # an output that does not depend on the inputs: zeros, as torch's
-                from ._tensor import zeros_like
-                grads = tuple(zeros_like(leaf) for leaf in flat)
-            else:
-                grads = autograd_grad(out.reshape([]), flat, create_graph=not fresh, allow_unused=True,
-                                      materialize_grads=True) if flat else ()
+            grads = _grads_of([out.reshape([])], flat, create_graph=not fresh) if flat else ()
         if fresh:
             grads = tuple(g.detach() for g in grads)
             out = out.detach()
@@ -207,7 +216,6 @@ def grad(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """torch.func.vjp: (func(*primals), vjp_fn) with vjp_fn(cotangents) -> a tuple of one gradient per primal.
     Primals, outputs and cotangents may be pytrees (dicts, lists, tuples of tensors), as torch's."""
-    from .autograd import grad as autograd_grad
     from .utils._pytree import tree_flatten, tree_unflatten
     flats = [tree_flatten(p) for p in primals]
     with _C._GradMode(True):
@@ -224,12 +232,8 @@ def vjp(func, *primals, has_aux=False):
         cts, ct_spec = tree_flatten(tree)
         if len(cts) != len(outs) or (len(outs) > 1 and ct_spec != out_spec):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs")
-        from ._tensor import zeros_like
-        live = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]  # (an output independent of the primals: 0)
         with _C._GradMode(True):
-            grads = autograd_grad([o for o, _ in live], leaves, [c for _, c in live], retain_graph=True,
-                                  allow_unused=True, materialize_grads=True) if live else \
-                tuple(zeros_like(leaf) for leaf in leaves)
+            grads = _grads_of(outs, leaves, cts, retain_graph=True)
         per_primal, at = [], 0
         for m, (_, spec) in zip(made, flats):
             per_primal.append(tree_unflatten(list(grads[at:at + len(m)]), spec))

@@ -2,7 +2,6 @@
 #include "core/autograd/graph_task.h"
 
 #include <algorithm>
-
 #include <atomic>
 
 #include "core/autograd/call.h"

@@ -1,14 +1,13 @@
 // core/autograd/node.cc — Node sequence numbers, gradient edges and leaf accumulation.
 #include "core/autograd/node.h"
 
-#include "core/autograd/anomaly.h"
-
 #include <atomic>
 #include <cctype>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/autograd/anomaly.h"
 #include "core/autograd/call.h"
 #include "core/autograd/graph_task.h"
 #include "core/base/error.h"

@@ -301,9 +301,8 @@ def run_workers(command, nproc, **kwargs):
     (torchrun's agent returns 1). logs: a _Logs (stream destinations)."""
     import threading
     running = []  # the current attempt's workers
-    grace = kwargs.pop("shutdown_timeout", 30.0)
+    grace = kwargs.get("shutdown_timeout", 30.0)
     handled = kwargs.pop("signals", (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT))
-    kwargs["grace"] = grace
 
     def on_signal(signum, frame):
         for s in handled:  # a second signal while the workers stop would cut the shutdown short (and orphan them)
@@ -329,17 +328,17 @@ def run_workers(command, nproc, **kwargs):
 
 def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
                   max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
-                  logs=None, grace=30.0, omp_banner=False):
+                  logs=None, shutdown_timeout=30.0, omp_banner=False):
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
     if nproc > 1 and "OMP_NUM_THREADS" not in base:
         base["OMP_NUM_THREADS"] = "1"  # torchrun's default for several workers on one node, with its warning
-    if omp_banner and nproc > 1 and "OMP_NUM_THREADS" not in (os.environ if env is None else env):  # (the CLI's)
-        print("*****************************************\nSetting OMP_NUM_THREADS environment variable for each "
-              "process to be 1 in default, to avoid your system being overloaded, please further tune the "
-              "variable for optimal performance in your application as needed. \n"
-              "*****************************************", file=log, flush=True)
+        if omp_banner:  # (the command line's, as torchrun's)
+            print("*****************************************\nSetting OMP_NUM_THREADS environment variable for each "
+                  "process to be 1 in default, to avoid your system being overloaded, please further tune the "
+                  "variable for optimal performance in your application as needed. \n"
+                  "*****************************************", file=log, flush=True)
     for restart in range(max_restarts + 1):
         with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
             procs, files = [], []
@@ -371,7 +370,7 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                 return 0
             failed = _first_failure(procs, files, failed, node_rank * nproc)
             code = procs[failed].returncode
-            _stop(procs, grace)
+            _stop(procs, shutdown_timeout)
             logs.close()
             rank = node_rank * nproc + failed
             message, stack = _root_cause(failed, procs[failed], files[failed])
@@ -396,9 +395,9 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
 
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
-    args.node_rank_given = args.node_rank is not None or "PET_NODE_RANK" in os.environ
-    if args.node_rank is None:
-        args.node_rank = int(os.environ.get("PET_NODE_RANK", 0))  # (torchrun's environment default of the flag)
+    node_rank_given = args.node_rank is not None  # (PET_NODE_RANK sets the flag's default)
+    if not node_rank_given:
+        args.node_rank = 0
     nnodes, nproc = _nodes(args.nnodes), _nproc(args.nproc_per_node)
     addr, port = args.master_addr, args.master_port
     if args.rdzv_endpoint:
@@ -415,7 +414,7 @@ def main(argv=None):
         port = _free_port(addr)  # (torch 2.15 rendezvouses one node at localhost:0 unless a port is given)
     elif port is None:
         port = 29500
-    if nnodes > 1 and args.node_rank_given is False:
+    if nnodes > 1 and not node_rank_given:
         # (every node took node_rank 0: one failed to bind the store's port, the other waited out its timeout)
         raise SystemExit("tessel.distributed.run: --nnodes %d needs --node-rank on each node (0 to %d): the launcher "
                          "rendezvouses statically, it does not assign node ranks as torch's c10d backend does"

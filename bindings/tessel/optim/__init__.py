@@ -262,13 +262,10 @@ class Optimizer(_hooks.HookMethods):
 
     def _write_state(self, mapping):
         """The built-in optimizers' state replaced by `mapping` (parameter -> entries; a parameter without any
-        starts over at its next step), through load_state_dict's torch layout."""
-        sd = _hooks.unhooked(self, "state_dict")()
-        params = self._params_in_order()
-        # (an entry set to None drops that buffer: torch's momentum_buffer = None restarts it from the next gradient)
-        entries = [{k: v for k, v in (mapping.get(p) or {}).items() if v is not None} for p in params]
-        sd["state"] = {i: e for i, e in enumerate(entries) if e}
-        _hooks.unhooked(self, "load_state_dict")(sd)
+        starts over at its next step): each parameter's entry written as `state[p] = entry` writes it."""
+        for p in self._params_in_order():
+            self._write_entry(p, mapping.get(p))
+        self.__dict__.pop("_live_state", None)  # (torch's state is the mapping given now)
 
     def _params_in_order(self):
         return [p for g in self.param_groups for p in g["params"]]
@@ -292,7 +289,7 @@ class Optimizer(_hooks.HookMethods):
         if where is None:
             return False
         gi, name = where
-        buffers, step = self._cpp_entry({k: v for k, v in (entry or {}).items() if v is not None})
+        buffers, step = self._cpp_entry(entry or {})
         self._optimizers[gi]._load_param_state(name, buffers, step)
         live = self.__dict__.get("_live_steps")  # [Note: live steps]: a step tensor written in is the live one
         given = (entry or {}).get("step")
@@ -497,8 +494,9 @@ class Optimizer(_hooks.HookMethods):
         return dict([(k, entry[k]) for k in order if k in entry] + [(k, v) for k, v in entry.items() if k not in order])
 
     def _cpp_entry(self, entry):
-        """(buffers, step count) of a torch-layout entry as the C++ optimizer keeps them."""
-        entry = {k: v for k, v in entry.items() if k not in self._derived_state}
+        """(buffers, step count) of a torch-layout entry as the C++ optimizer keeps them. A buffer that is None is
+        dropped: torch's momentum_buffer = None restarts it from the next gradient."""
+        entry = {k: v for k, v in entry.items() if k not in self._derived_state and v is not None}
         # torch's SGD saves no "step": a saved momentum buffer means the parameter has stepped (its next step must
         # update that buffer, not start it over from the gradient)
         step = entry.pop("step", 1 if entry else 0)

@@ -219,8 +219,7 @@ class _PipelineSchedule:
             raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
         self._stages, self._n_microbatches = stages, int(n_microbatches)
         self._loss_fn, self._scale_grads = loss_fn, bool(scale_grads)
-        self._has_backward = loss_fn is not None
-        self._executor, self._custom_functions = None, {}
+        self._executor = None
         if self._name is not None:  # the named schedule; _PipelineScheduleRuntime waits for _load_csv
             group, n = stages[0].group, stages[0].num_stages
             self._build(_C.generate_schedule(self._name, group.size, n, self._n_microbatches),
@@ -236,6 +235,10 @@ class _PipelineSchedule:
         self._scale_grads = bool(value)
         if self._executor is not None:  # (the executor weighs each microbatch's loss by it, step by step)
             self._executor.set_scale_grads(self._scale_grads)
+
+    @property
+    def _has_backward(self):  # (torch's attribute: a step with a loss_fn runs the backward)
+        return self._loss_fn is not None
 
     @property
     def _num_stages(self):
@@ -262,7 +265,6 @@ class _PipelineSchedule:
         import warnings
         warnings.warn("register_custom_function(OVERLAP_F_B): tessel runs each overlapped pair's forward and then "
                       "its backward itself (the same values); the registered function is not called", stacklevel=2)
-        self._custom_functions[computation_type] = custom_function
 
     def _build(self, compute, where):
         """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
@@ -547,20 +549,18 @@ ScheduleZBVZeroBubble = _schedule("ZBVZeroBubble", "ScheduleZBVZeroBubble", Fals
 ScheduleDualPipeV = _schedule("DualPipeV", "ScheduleDualPipeV", False)
 
 
-_SCHEDULES = {c._name.lower(): c for c in (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS,
-                                           ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV)}
-
-
-_SCHEDULES.update({"pipelineschedulesingle": PipelineScheduleSingle, "pipelineschedulemulti": PipelineScheduleMulti})
+# torch's names (get_schedule_class looks them up case-insensitively): the schedules and the two bases
+_SCHEDULES = dict({c._name: c for c in (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, ScheduleLoopedBFS,
+                                        ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV)},
+                  PipelineScheduleSingle=PipelineScheduleSingle, PipelineScheduleMulti=PipelineScheduleMulti)
 
 
 def get_schedule_class(schedule_name):
     """torch's get_schedule_class: "1F1B", "GPipe", "Interleaved1F1B", ... and the bases "PipelineScheduleSingle",
     "PipelineScheduleMulti" (case-insensitive) -> class."""
-    cls = _SCHEDULES.get(str(schedule_name).lower())
+    cls = {name.lower(): c for name, c in _SCHEDULES.items()}.get(str(schedule_name).lower())
     if cls is None:
-        names = sorted(getattr(c, "_name", None) or c.__name__ for c in _SCHEDULES.values())
-        raise ValueError("Unknown schedule name '%s'. The valid options are %s" % (schedule_name, names))
+        raise ValueError("Unknown schedule name '%s'. The valid options are %s" % (schedule_name, sorted(_SCHEDULES)))
     return cls
 
 

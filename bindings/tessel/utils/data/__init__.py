@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from ... import _C
-from ..._tensor import Tensor, host_rng, tensor as _tensor
+from ..._tensor import Tensor, host_rng, randint as _randint, tensor as _tensor
 
 
 class Dataset:
@@ -593,7 +593,7 @@ class DataLoader:
             return self._workers
         # torch's base seed: one draw from the loader's generator (or the default one), so manual_seed decides
         # every worker's seed (it was fresh entropy each time: augmentations in workers did not reproduce)
-        base = int(host_rng(self.generator).integers(0, 2 ** 62))
+        base = int(_randint(0, 2 ** 62, (1,), generator=self.generator).item())
         self._workers = [WorkerInfo(k, self.num_workers, base + k, copy.copy(self.dataset))
                          for k in range(self.num_workers)]
         for info in self._workers:
@@ -622,11 +622,6 @@ class DataLoader:
     def _has_len(self):
         return not self._iterable or hasattr(self.dataset, "__len__")
 
-    def _fetch(self, indices):
-        """The samples at indices: the dataset's __getitems__ when it has one (torch's batched fetch: HF datasets,
-        torchtune), else one __getitem__ each."""
-        return _fetch_from(self.dataset, indices)
-
     def _batches(self, dataset=None):
         if self.pin_memory:  # torch's warning on a machine without an accelerator
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
@@ -647,22 +642,21 @@ class DataLoader:
                 yield self.collate_fn(batch)
             return
         workers = self._workers if self.num_workers else None
-        if self.batch_sampler is None:  # batch_size=None: samples one by one, through collate_fn
-            for n, i in enumerate(self.sampler):  # (default_convert)
-                if workers:  # (made as the worker, handed over as the main process: the loop body is not the worker's)
-                    with _AsWorker(workers[n % len(workers)]):
-                        sample = self.collate_fn(workers[n % len(workers)].dataset[i])
-                    yield sample
-                else:
-                    yield self.collate_fn(self.dataset[i])
+
+        def made(n, fetch):
+            """fetch(dataset), as worker n % num_workers does batch n (torch's in-order dispatch) when there are
+            workers; returned, so the caller hands it over as the main process (the loop body is not the worker's)."""
+            if not workers:
+                return fetch(self.dataset)
+            worker = workers[n % len(workers)]
+            with _AsWorker(worker):
+                return fetch(worker.dataset)
+        if self.batch_sampler is None:  # batch_size=None: samples one by one, through collate_fn (default_convert)
+            for n, i in enumerate(self.sampler):
+                yield made(n, lambda dataset: self.collate_fn(dataset[i]))
             return
         for n, indices in enumerate(self.batch_sampler):
-            if workers:  # batch n is worker n % num_workers's (torch's in-order dispatch)
-                with _AsWorker(workers[n % len(workers)]):
-                    batch = self.collate_fn(_fetch_from(workers[n % len(workers)].dataset, indices))
-                yield batch
-            else:
-                yield self.collate_fn(self._fetch(indices))
+            yield made(n, lambda dataset: self.collate_fn(_fetch_from(dataset, indices)))
 
     def __len__(self):
         if self._iterable:  # as torch: from the dataset's own __len__, when it has one
@@ -674,6 +668,8 @@ class DataLoader:
 
 
 def _fetch_from(dataset, indices):
+    """The samples at indices: the dataset's __getitems__ when it has one (torch's batched fetch: HF datasets,
+    torchtune), else one __getitem__ each."""
     getitems = getattr(dataset, "__getitems__", None)
     return getitems(list(indices)) if getitems is not None else [dataset[i] for i in indices]
 

@@ -55,10 +55,19 @@ class ParallelStyle:
             raise NotImplementedError("%s defines no _apply(module, device_mesh)" % type(self).__name__)
         _refuse_overrides(self)
         axis = device_mesh.mesh_dim_names[0] if device_mesh.ndim == 1 and device_mesh.mesh_dim_names else "tp"
-        _C.parallelize_module_with_style(module, device_mesh, self._c, self.src_data_rank, axis)
-        if getattr(self, "_inputs", None):
-            self._inputs.apply(module, device_mesh if device_mesh.ndim == 1 else device_mesh[axis])
-        return module
+        return _apply_built_in(self, module, device_mesh, self.src_data_rank, axis)
+
+
+def _tp_mesh(device_mesh, tp_axis):
+    return device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
+
+
+def _apply_built_in(style, module, device_mesh, src_data_rank, tp_axis):
+    """A built-in style on `module` itself: its C++ style, then its Python input half (PrepareModuleInput's)."""
+    _C.parallelize_module_with_style(module, device_mesh, _style(style, "parallelize_plan"), src_data_rank, tp_axis)
+    if getattr(style, "_inputs", None):
+        style._inputs.apply(module, _tp_mesh(device_mesh, tp_axis))
+    return module
 
 
 # torch's styles are Python and call these from their _apply; tessel's built-in styles run in C++ and would ignore a
@@ -279,33 +288,28 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         warnings.warn("No parallelize_plan is provided and auto-parallel is not supported at the moment, so this "
                       "parallelize_module call will do nothing.", stacklevel=2)
         return module
-    def tp_mesh():  # (asked for only where needed: the C++ call names a missing axis itself)
-        return device_mesh if device_mesh.ndim == 1 else device_mesh[tp_axis]
-    if isinstance(parallelize_plan, dict):
-        parallelize_plan = {fqn: s for fqn, s in parallelize_plan.items() if _resolves(module, str(fqn))}
-        custom = {fqn: _custom_apply(s) for fqn, s in parallelize_plan.items() if isinstance(s, ParallelStyle)}
-        plan = [(str(fqn), _style(s, "plan['%s']" % fqn)) for fqn, s in parallelize_plan.items() if not custom.get(fqn)]
-        if plan:
-            _C.parallelize_module(module, device_mesh, plan, src_data_rank, tp_axis)
-        for fqn, apply in custom.items():  # torch's: each matched module through the style's own _apply, which
-            if apply:                        # gets the mesh as the caller passed it (an ("ep", "tp") one included)
-                parallelize_plan[fqn].src_data_rank = src_data_rank
-            for name in (_C.tp_match_modules(module, str(fqn)) if apply else ()):
-                apply(module.get_submodule(name), device_mesh)
-        styles = [(module.get_submodule(name), s) for fqn, s in parallelize_plan.items() if not custom.get(fqn)
-                  for name in _C.tp_match_modules(module, str(fqn))]
-    else:
+    if not isinstance(parallelize_plan, dict):
         apply = _custom_apply(parallelize_plan) if isinstance(parallelize_plan, ParallelStyle) else None
-        if apply is not None:
-            parallelize_plan.src_data_rank = src_data_rank
-            return apply(module, device_mesh)
-        _C.parallelize_module_with_style(module, device_mesh, _style(parallelize_plan, "parallelize_plan"),
-                                         src_data_rank, tp_axis)
-        styles = [(module, parallelize_plan)]
-    input_styles = [(m, s._inputs) for m, s in styles if getattr(s, "_inputs", None)]
-    if input_styles:
-        for m, inputs in input_styles:
-            inputs.apply(m, tp_mesh())
+        if apply is None:
+            return _apply_built_in(parallelize_plan, module, device_mesh, src_data_rank, tp_axis)
+        parallelize_plan.src_data_rank = src_data_rank
+        return apply(module, device_mesh)
+    parallelize_plan = {fqn: s for fqn, s in parallelize_plan.items() if _resolves(module, str(fqn))}
+    custom = {fqn: _custom_apply(s) for fqn, s in parallelize_plan.items() if isinstance(s, ParallelStyle)}
+    built_in = {fqn: s for fqn, s in parallelize_plan.items() if not custom.get(fqn)}
+    if built_in:
+        _C.parallelize_module(module, device_mesh, [(str(fqn), _style(s, "plan['%s']" % fqn))
+                                                    for fqn, s in built_in.items()], src_data_rank, tp_axis)
+    for fqn, apply in custom.items():  # torch's: each matched module through the style's own _apply, which gets
+        if apply is None:              # the mesh as the caller passed it (an ("ep", "tp") one included)
+            continue
+        parallelize_plan[fqn].src_data_rank = src_data_rank
+        for name in _C.tp_match_modules(module, str(fqn)):
+            apply(module.get_submodule(name), device_mesh)
+    for fqn, s in built_in.items():  # the styles' Python input halves (PrepareModuleInput's)
+        if getattr(s, "_inputs", None):
+            for name in _C.tp_match_modules(module, str(fqn)):
+                s._inputs.apply(module.get_submodule(name), _tp_mesh(device_mesh, tp_axis))
     return module
 
 
