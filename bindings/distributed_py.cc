@@ -158,6 +158,9 @@ void BindProcessGroups(py::module_& m) {
     });
   }, py::arg("world_size"), py::arg("fn"),
         "Runs fn(world) on world_size in-process ranks (threads backend); rethrows the first failure");
+  m.def("_threads_set_departed", &comm::SetThreadsRankDeparted, py::arg("group"), py::arg("departed"),
+        "destroy_process_group (True) / init_process_group (False) of a run_ranks rank: peers waiting for it "
+        "fail at once while it is away");
   m.def("init_process_group", []() { return NoGil([] { return comm::InitProcessGroupFromEnv(); }); },
         "The gloo world of this process, from RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT as set by "
         "tessel-run (torchrun's variables); collective");

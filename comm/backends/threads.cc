@@ -136,6 +136,7 @@ class ThreadsProcessGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return rendezvous_->size(); }
   const std::vector<int>& global_ranks() const override { return rendezvous_->global_ranks(); }
+  ThreadsWorld& world() const { return *rendezvous_->world(); }
   std::string backend_name() const override { return "threads"; }
 
   WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
@@ -270,6 +271,12 @@ void RankMain(int rank, const std::shared_ptr<GroupRendezvous>& world_group, int
 }
 
 }  // namespace
+
+void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed) {
+  const auto* threads = dynamic_cast<const ThreadsProcessGroup*>(group.get());
+  if (threads == nullptr) return;
+  threads->world().SetDeparted(threads->global_ranks()[static_cast<size_t>(threads->rank())], departed);
+}
 
 void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn, const RunRanksOptions& options) {
   TESSEL_CHECK(world_size >= 1, "RunRanks: world_size must be >= 1, got ", world_size);

@@ -38,6 +38,12 @@ void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& 
 // attempt (0 first) and resumes from its own checkpoints. Each restart is announced on stdout ("restarting
 // all N ranks after attempt A failed: <error>"); the last attempt's error is rethrown. Returns the number
 // of restarts used.
+// Marks the rank of `group` (one of a RunRanks world's groups; no effect on another backend's) as having left
+// every group of its world (destroy_process_group: `departed` true) or joined them again (false): while it is
+// away, a peer's collective or p2p op waiting for it fails at once, naming it and saying so, as gloo peers
+// fail when a destroyed group's connections close, instead of waiting until its thread returns.
+void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed);
+
 int RunRanksWithRestarts(int world_size, int max_restarts,
                          const std::function<void(ProcessGroupPtr world, int attempt)>& fn,
                          const RunRanksOptions& options = {});

@@ -111,6 +111,50 @@ TEST(ThreadsErrorsTest, PeerThatReturnedFromRunRanksFailsWaitersAtOnceNamingIt) 
   });
 }
 
+// A rank that left its groups (destroy_process_group) but whose thread goes on: its peers' waits end at
+// once naming it, although its thread has not returned (it waits here until they have failed: before
+// SetThreadsRankDeparted they waited for that, i.e. out the timeout).
+TEST(ThreadsErrorsTest, PeerThatDestroyedItsProcessGroupFailsWaitersAtOnceNamingIt) {
+  std::atomic<int> failed{0};
+  RunRanksOptions options;
+  options.timeout = milliseconds(20000);
+  RunRanks(
+      3,
+      [&](ProcessGroupPtr pg) {
+        if (pg->rank() == 1) {
+          SetThreadsRankDeparted(pg, true);
+          while (failed.load() < 2) std::this_thread::sleep_for(milliseconds(1));
+          return;
+        }
+        ExpectErrorContains(
+            [&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted,
+            {"barrier #0", "rank(s) 1 (global 1) called destroy_process_group() and will never call it"});
+        if (pg->rank() == 0) {
+          ExpectErrorContains([&] { pg->Recv(Zeros({2}), 1, 7)->Wait(); }, ErrorCode::kAborted,
+                              {"recv from rank 1 (tag 7", "rank 1 (global 1) called destroy_process_group()"});
+        }
+        ++failed;
+      },
+      options);
+}
+
+// A rank that left and joined again (init_process_group after destroy_process_group) before its peers' next
+// call takes part in it as before.
+TEST(ThreadsErrorsTest, RankThatRejoinsAfterDestroyingItsProcessGroupTakesPartAgain) {
+  std::atomic<bool> back{false};
+  RunRanks(2, [&](ProcessGroupPtr pg) {
+    if (pg->rank() == 1) {
+      SetThreadsRankDeparted(pg, true);
+      SetThreadsRankDeparted(pg, false);
+      back = true;
+    }
+    while (!back.load()) std::this_thread::sleep_for(milliseconds(1));
+    Tensor t = Full({1}, static_cast<double>(pg->rank() + 1));
+    pg->AllReduce(t, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(t.item<float>(), 3.0f);
+  });
+}
+
 TEST(ThreadsErrorsTest, GroupUsedAfterRunRanksFailsAtOnceNamingTheRanksThatLeft) {
   ProcessGroupPtr kept;
   RunRanks(2, [&](ProcessGroupPtr pg) {

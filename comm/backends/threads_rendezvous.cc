@@ -39,14 +39,28 @@ void GroupRendezvous::ThrowIfUnusable(const CollectiveDesc& desc, const std::str
   }
 }
 
-std::string GroupRendezvous::ExitedMissing(const Slot& slot) const {
-  std::string out;
+std::string GroupRendezvous::GoneMissing(const Slot& slot) const {
+  std::string returned, departed;
   for (int j = 0; j < size(); ++j) {
-    if (slot.calls[j] == nullptr && world_->exited(global_ranks_[j])) {
-      out += Str(out.empty() ? "" : ", ", j, " (global ", global_ranks_[j], ")");
-    }
+    if (slot.calls[j] != nullptr) continue;
+    const ThreadsWorld::Presence p = world_->presence(global_ranks_[j]);
+    if (p == ThreadsWorld::Presence::kPresent) continue;
+    std::string& list = p == ThreadsWorld::Presence::kReturned ? returned : departed;
+    list += Str(list.empty() ? "" : ", ", j, " (global ", global_ranks_[j], ")");
+  }
+  std::string out;
+  if (!returned.empty()) out = Str("rank(s) ", returned, " already returned from RunRanks (or stopped)");
+  if (!departed.empty()) {
+    out += Str(out.empty() ? "" : " and ", "rank(s) ", departed, " called destroy_process_group()");
   }
   return out;
+}
+
+std::string GroupRendezvous::GoneReason(int rank) const {
+  const int global = global_ranks_[static_cast<size_t>(rank)];
+  const bool departed = world_->presence(global) == ThreadsWorld::Presence::kDeparted;
+  return Str(" (global ", global, ") ",
+             departed ? "called destroy_process_group()" : "already returned from RunRanks (or stopped)");
 }
 
 void GroupRendezvous::Leave(Slot& slot, int64_t seq) {
@@ -57,7 +71,7 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
                                      std::chrono::milliseconds timeout, const std::string& label) {
   const int world = size();
   const auto deadline = Clock::now() + timeout;
-  std::string exited;
+  std::string gone;
   std::optional<std::string> deadlock;
   // Peers usually arrive within microseconds (core/base/spin.h): poll before the checked, blocking wait.
   SpinUnderLock(
@@ -67,8 +81,8 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
     if (slot.arrived == world || world_->aborted() || slot.timeout_message.has_value()) return true;
     deadlock = world_->deadlock(key_, call.desc.seq);
     if (deadlock) return true;
-    exited = ExitedMissing(slot);
-    return !exited.empty();
+    gone = GoneMissing(slot);
+    return !gone.empty();
   });
   if (slot.arrived == world) return;
   if (deadlock && !world_->aborted() && !slot.timeout_message) {
@@ -77,11 +91,11 @@ void GroupRendezvous::WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& s
     broken_ = *deadlock;  // the members disagree on what call s is: the group cannot be used again
     TESSEL_FAIL(ErrorCode::kAborted, *deadlock);
   }
-  if (!world_->aborted() && !slot.timeout_message && !exited.empty()) {
+  if (!world_->aborted() && !slot.timeout_message && !gone.empty()) {
     slot.calls[rank] = nullptr;
     if (--slot.arrived == 0) slots_.erase(call.desc.seq);
-    TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(call.desc, false), " on ", label, " cannot complete: rank(s) ",
-                exited, " already returned from RunRanks (or stopped) and will never call it");
+    TESSEL_FAIL(ErrorCode::kAborted, DescribeCall(call.desc, false), " on ", label, " cannot complete: ", gone,
+                " and will never call it");
   }
   // Not everyone came: withdraw this member's call (nobody may read it after we leave).
   std::string missing;
@@ -297,15 +311,15 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
       if (peer == kAnySource) {  // gone once every other member is
         bool all = true;
         for (int r = 0; r < size() && all; ++r) {
-          all = r == rank || world_->exited(global_ranks_[static_cast<size_t>(r)]);
+          all = r == rank || world_->gone(global_ranks_[static_cast<size_t>(r)]);
         }
         if (!all) continue;
-        gone = Str(P2PName(*e), ": every other rank already returned from RunRanks (or stopped)");
+        gone = Str(P2PName(*e), ": every other rank already returned from RunRanks (or stopped) or called "
+                   "destroy_process_group()");
         return true;
       }
-      if (world_->exited(global_ranks_[static_cast<size_t>(peer)])) {
-        gone = Str(P2PName(*e), ": rank ", peer, " (global ", global_ranks_[static_cast<size_t>(peer)],
-                   ") already returned from RunRanks (or stopped)");
+      if (world_->gone(global_ranks_[static_cast<size_t>(peer)])) {
+        gone = Str(P2PName(*e), ": rank ", peer, GoneReason(peer));
         return true;
       }
     }
@@ -388,9 +402,18 @@ void ThreadsWorld::MarkExited(int global_rank) {
   WakeAllGroups();
 }
 
-bool ThreadsWorld::exited(int global_rank) const {
+void ThreadsWorld::SetDeparted(int global_rank, bool departed) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    departed_.at(static_cast<size_t>(global_rank)) = departed;
+  }
+  if (departed) WakeAllGroups();
+}
+
+ThreadsWorld::Presence ThreadsWorld::presence(int global_rank) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return exited_.at(static_cast<size_t>(global_rank));
+  if (exited_.at(static_cast<size_t>(global_rank))) return Presence::kReturned;
+  return departed_.at(static_cast<size_t>(global_rank)) ? Presence::kDeparted : Presence::kPresent;
 }
 
 void ThreadsWorld::WakeAllGroups() {

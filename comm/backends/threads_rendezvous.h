@@ -122,9 +122,11 @@ class GroupRendezvous {
   void WaitForArrival(std::unique_lock<std::mutex>& lock, Slot& slot, int rank, const RankCall& call,
                       std::chrono::milliseconds timeout, const std::string& label);
   void Leave(Slot& slot, int64_t seq);
-  // Members (group ranks, with their global ranks) that have not posted to `slot` and whose rank
-  // function already returned; empty when none.
-  std::string ExitedMissing(const Slot& slot) const;
+  // The members (group ranks, with their global ranks) that have not posted to `slot` and never will (their
+  // rank function returned, or they called destroy_process_group), with why; empty when none.
+  std::string GoneMissing(const Slot& slot) const;
+  // " (global g) <why it will not post>" for group rank `rank`, which is gone.
+  std::string GoneReason(int rank) const;
   std::shared_ptr<P2PEntry> Post(int rank, const P2POp& op,
                                  std::vector<std::pair<std::shared_ptr<P2PEntry>, std::shared_ptr<P2PEntry>>>& pairs);
   void CancelPending(std::unique_lock<std::mutex>& lock, const std::vector<std::shared_ptr<P2PEntry>>& mine);
@@ -167,7 +169,14 @@ class ThreadsWorld {
   // waiters: a collective or p2p op still waiting for that rank fails at once naming it, instead of
   // waiting out the timeout.
   void MarkExited(int global_rank);
-  bool exited(int global_rank) const;
+  // Records that a rank left its groups (destroy_process_group: `departed` true; it wakes every group's
+  // waiters as MarkExited does) or joined them again (init_process_group after it: false).
+  void SetDeparted(int global_rank, bool departed);
+  // Why a rank will not post again: its function returned (kReturned), it called destroy_process_group
+  // (kDeparted), or neither (kPresent).
+  enum class Presence { kPresent, kReturned, kDeparted };
+  Presence presence(int global_rank) const;
+  bool gone(int global_rank) const { return presence(global_rank) != Presence::kPresent; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   std::string abort_message() const;
   int first_failed_rank() const;
@@ -199,6 +208,7 @@ class ThreadsWorld {
   mutable std::mutex mu_;
   std::atomic<bool> aborted_{false};
   std::vector<bool> exited_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
+  std::vector<bool> departed_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;

@@ -114,6 +114,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         if timeout is not None and "WORLD_SIZE" in os.environ:  # the gloo rendezvous waits this long too
             os.environ["TESSEL_COMM_TIMEOUT_MS"] = str(max(1, int(timeout.total_seconds() * 1000)))
     world = _init_world()
+    if getattr(_local, "in_run_ranks", False):
+        _C._threads_set_departed(world, False)  # back in its groups after a destroy_process_group
     if timeout is not None:
         world.timeout = timeout  # every call of the default group, and of groups made from it
     if world_size not in (-1, world.size) or rank not in (-1, world.rank):
@@ -380,6 +382,9 @@ def destroy_process_group(group=None):
         _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
+    if getattr(_local, "in_run_ranks", False) and is_initialized():
+        # Peers waiting for this rank fail at once, as on gloo where the group's connections close.
+        _C._threads_set_departed(_local.world, True)
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
