@@ -330,5 +330,187 @@ def test_every_dict_mutator_of_a_state_entry_reaches_the_optimizer():
         opt.step()  # buf = 0.5 * written (or a fresh buffer: the gradient alone) + 2p
         assert ps[0].tolist() == pytest.approx([v - 0.1 * (expect + 2 * v) for v in before], rel=1e-6)
 
+def _params(seed=0, dtype=tessel.float64):
+    rng = np.random.default_rng(seed)
+    return [nn.Parameter(tessel.tensor(rng.standard_normal(shape), dtype=dtype)) for shape in ((2, 3), (3,), (1, 2))]
+
+
+def _grads(params, seed):
+    rng = np.random.default_rng(100 + seed)
+    for p in params:
+        p.grad = tessel.tensor(rng.standard_normal(tuple(p.shape)), dtype=p.dtype)
+
+
+def test_step_with_a_closure_under_no_grad_computes_the_loss_with_grad_mode_on():
+    """torch runs step(closure) with grad enabled; tessel's built-in optimizers called the closure as it was (a
+    training loop's no_grad around the step made its backward raise)."""
+    w = nn.Parameter(tessel.tensor([1.0, 2.0], dtype=tessel.float64))
+    opt = tessel.optim.SGD([w], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    with tessel.no_grad():
+        loss = opt.step(closure)
+    assert loss.item() == 5.0
+    assert w.tolist() == [1.0 - 0.1 * 2.0, 2.0 - 0.1 * 4.0]
+
+
+def test_a_required_option_left_unset_is_torchs_value_error():
+    from tessel.optim.optimizer import Optimizer, required
+
+    class Custom(Optimizer):
+        def __init__(self, params, lr=required):
+            super().__init__(params, dict(lr=lr))
+
+    with pytest.raises(ValueError, match="didn't specify a value of required optimization parameter lr"):
+        Custom(_params())
+    opt = Custom(_params()[:1], lr=0.5)
+    opt.add_param_group({"params": _params()[1:]})  # the constructor's lr is the default
+    assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5]
+
+
+def test_total_norms_of_order_zero_and_negative_orders_are_torchs_vector_norms():
+    """get_total_norm rejected norm_type 0 and negative orders, clip_grad_norm_ negative ones; torch computes
+    vector_norm's: the count of nonzero tensors for 0, (sum |x|^p)^(1/p) for p < 0."""
+    values = [np.array([0.5, -2.0, 0.0]), np.array([0.0, 0.0]), np.array([1.5])]
+    grads = [tessel.tensor(v) for v in values]
+    U = tessel.nn.utils
+    assert U.get_total_norm(grads, norm_type=0).item() == 2.0
+    nonzero = np.concatenate(values)
+    expected = float(np.sum(np.abs(np.array([0.5, -2.0, 1.5])) ** -1.0) ** -1.0)
+    assert U.get_total_norm([tessel.tensor(v) for v in (values[0][:2], values[2])], norm_type=-1).item() == \
+        pytest.approx(expected, rel=1e-12)
+    assert U.get_total_norm(grads, norm_type=-1).item() == 0.0  # a zero element: |0|^-1 is inf, the norm 0
+    ps = [nn.Parameter(tessel.zeros(2, dtype=tessel.float64)), nn.Parameter(tessel.zeros(1, dtype=tessel.float64))]
+    ps[0].grad = tessel.tensor([0.5, -2.0], dtype=tessel.float64)
+    ps[1].grad = tessel.tensor([1.5], dtype=tessel.float64)
+    total = U.clip_grad_norm_(ps, max_norm=100.0, norm_type=-2.5)
+    assert total.item() == pytest.approx(float(np.sum(np.abs(nonzero[nonzero != 0]) ** -2.5) ** (1 / -2.5)), rel=1e-12)
+    assert ps[0].grad.tolist() == [0.5, -2.0]  # below max_norm: unchanged
+
+
+def test_adagrad_fills_every_sum_with_the_constructors_initial_accumulator_value_at_construction():
+    """torch: state (step 0, sum = initial_accumulator_value) for the constructor's parameters in __init__, and
+    the constructor's value for every group, a group's own initial_accumulator_value and later groups
+    included. tessel used each group's value and made the state at the first step."""
+    ps = _params()
+    opt = tessel.optim.Adagrad([{"params": ps[:1]}, {"params": ps[1:2], "initial_accumulator_value": 0.5}],
+                               lr=0.1, initial_accumulator_value=0.25)
+    assert len(opt.state) == 2
+    assert opt.state_dict()["state"][1]["step"].item() == 0.0
+    assert opt.state[ps[1]]["sum"].tolist() == [0.25] * 3
+    _grads(ps, 0)
+    g1 = ps[1].grad.clone()
+    before = ps[1].detach().clone()
+    opt.step()
+    assert np.allclose(opt.state[ps[1]]["sum"].numpy(), 0.25 + g1.numpy() ** 2, rtol=0, atol=1e-15)
+    assert np.allclose(ps[1].detach().numpy(), before.numpy() - 0.1 * g1.numpy() / (np.sqrt(0.25 + g1.numpy() ** 2)
+                                                                                   + 1e-10), rtol=1e-12)
+    opt.add_param_group({"params": ps[2:], "initial_accumulator_value": 1.0})
+    _grads(ps, 1)
+    g2 = ps[2].grad.clone()
+    opt.step()
+    assert np.allclose(opt.state[ps[2]]["sum"].numpy(), 0.25 + g2.numpy() ** 2, rtol=0, atol=1e-15)
+
+
+def test_python_optimizers_cast_loaded_state_to_the_parameters_dtype():
+    """torch's load_state_dict casts floating state (not step) to the parameter's dtype; Rprop / ASGD /
+    Adafactor kept float32 state for float64 parameters (Adafactor then raised at its next step)."""
+    for cls in (tessel.optim.Rprop, tessel.optim.ASGD, tessel.optim.Adafactor):
+        ps32, ps64 = _params(dtype=tessel.float32), _params(dtype=tessel.float64)
+        src = cls(ps32, lr=0.01)
+        _grads(ps32, 0)
+        src.step()
+        dst = cls(ps64, lr=0.01)
+        dst.load_state_dict(src.state_dict())
+        for p in ps64:
+            for key, value in dst.state[p].items():
+                if isinstance(value, tessel.Tensor) and value.is_floating_point() and key != "step":
+                    assert value.dtype == tessel.float64, (cls.__name__, key)
+        _grads(ps64, 1)
+        dst.step()
+
+
+def test_lbfgs_continues_from_a_state_in_torchs_flat_layout():
+    """torch's LBFGS state holds d, prev_flat_grad and the history as flat vectors over every parameter; tessel's
+    per-parameter lists read those as garbage (a torch checkpoint went off: p 0.74 -> 50.8). Loaded into tessel
+    in torch's layout, the run continues exactly as the original."""
+    def rosen(ps):
+        x = tessel.cat([p.reshape(-1) for p in ps])
+        return ((1 - x[:-1]) ** 2 + 10 * (x[1:] - x[:-1] ** 2) ** 2).sum()
+
+    def run(ps, opt, steps):
+        def closure():
+            opt.zero_grad()
+            loss = rosen(ps)
+            loss.backward()
+            return loss
+        return [opt.step(closure).item() for _ in range(steps)]
+
+    ps = _params()
+    opt = tessel.optim.LBFGS(ps, history_size=3, max_iter=4)
+    run(ps, opt, 2)
+    sd = opt.state_dict()
+    flat = dict(sd["state"][0])
+    cat = lambda vs: tessel.cat([v.reshape(-1) for v in vs])  # noqa: E731
+    flat["d"], flat["prev_flat_grad"] = cat(flat["d"]), cat(flat["prev_flat_grad"])
+    flat["old_dirs"] = [cat(v) for v in flat["old_dirs"]]
+    flat["old_stps"] = [cat(v) for v in flat["old_stps"]]
+    flat["ro"] = [tessel.tensor(r, dtype=tessel.float64) for r in flat["ro"]]  # torch's 0-d tensors
+    flat["H_diag"] = tessel.tensor(flat["H_diag"], dtype=tessel.float64)
+    ps2 = [nn.Parameter(p.detach().clone()) for p in ps]
+    opt2 = tessel.optim.LBFGS(ps2, history_size=3, max_iter=4)
+    opt2.load_state_dict({"state": {0: flat}, "param_groups": sd["param_groups"]})
+    assert run(ps2, opt2, 2) == run(ps, opt, 2)
+    assert all(a.tolist() == b.tolist() for a, b in zip(ps, ps2))
+    bad = dict(flat, d=tessel.zeros(5))
+    opt3 = tessel.optim.LBFGS([nn.Parameter(p.detach().clone()) for p in ps], history_size=3, max_iter=4)
+    opt3.load_state_dict({"state": {0: bad}, "param_groups": sd["param_groups"]})
+    with pytest.raises(ValueError, match="not one flat vector over this optimizer's 11 parameter elements"):
+        run(opt3.param_groups[0]["params"], opt3, 1)
+
+
+def test_deepcopy_of_a_model_and_its_optimizer_continues_as_the_original():
+    """copy.deepcopy of a built-in optimizer raised (cannot pickle its C++ object) and a Python one's copy lost
+    its state (keyed by the originals); copied together with the parameters, the copy steps them as the
+    original steps its own."""
+    import copy
+    for cls, kw in ((tessel.optim.SGD, {"momentum": 0.9}), (tessel.optim.AdamW, {}), (tessel.optim.Rprop, {})):
+        ps = _params()
+        opt = cls([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.5}], lr=0.01, **kw)
+        _grads(ps, 0)
+        opt.step()
+        both = copy.deepcopy({"ps": ps, "opt": opt})
+        ps2, opt2 = both["ps"], both["opt"]
+        assert type(opt2) is cls and opt2.param_groups[1]["params"][0] is ps2[2] and opt2.param_groups[1]["lr"] == 0.5
+        for params, o in ((ps, opt), (ps2, opt2)):
+            _grads(params, 1)
+            o.step()
+        assert all(a.tolist() == b.tolist() for a, b in zip(ps, ps2)), cls.__name__
+
+
+def test_schedulers_fill_a_tensor_lr_in_place_and_report_snapshots():
+    """torch fills a tensor lr in place (a reference to group['lr'] sees the schedule) and get_last_lr() holds
+    copies; tessel replaced the tensor (CyclicLR / OneCycleLR by an unrounded float) and returned aliases."""
+    for make, lr_at in ((lambda o: S.StepLR(o, 1, gamma=0.5), lambda k: 0.1 * 0.5 ** k),
+                        (lambda o: S.LambdaLR(o, lambda e: 0.9 ** e),
+                         lambda k: np.float32(0.1) * np.float32(0.9 ** k))):  # float32 tensor arithmetic
+        lr = tessel.tensor(0.1)
+        opt = tessel.optim.Adam(_params(), lr=lr)
+        sched = make(opt)
+        seen = []
+        for k in range(1, 4):
+            opt.step()
+            sched.step()
+            seen.append(sched.get_last_lr()[0])
+            assert opt.param_groups[0]["lr"] is lr
+            assert lr.item() == float(np.float32(lr_at(k)))
+        assert [float(v) for v in seen] == [float(np.float32(lr_at(k))) for k in (1, 2, 3)]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -80,6 +80,18 @@ class _ParamState(collections.abc.MutableMapping):
     def __len__(self):
         return len(self._entries)
 
+    def __deepcopy__(self, memo):
+        """Keyed by the copies' identities (the entries' keys are the originals' hashes)."""
+        import copy
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy({k: v for k, v in self.__dict__.items() if k != "_entries"}, memo))
+        new._entries = {}
+        for p, value in self._entries.values():
+            p2, value2 = copy.deepcopy((p, value), memo)
+            new._entries[hash(p2)] = (p2, value2)
+        return new
+
 
 class _LiveState(_ParamState):
     """A built-in optimizer's `state` (one object per optimizer, as torch's dict): a parameter's entry is read
@@ -186,9 +198,13 @@ class _LiveEntry(dict):
         self._owner._written(self._param, self)
 
 
-def _loaded_value(p, value):
+def _loaded_value(p, value, key=None):
     """A state value loaded for parameter p: a full tensor for a DTensor parameter becomes this rank's shard
-    of it (as the optimizer had it)."""
+    of it (as the optimizer had it); a floating tensor other than `step` takes a floating parameter's dtype, as
+    torch's load_state_dict casts it (float32 state loaded for float64 parameters)."""
+    if isinstance(value, _C.Tensor) and key != "step" and value.is_floating_point() and p.is_floating_point() \
+            and value.dtype != p.dtype:
+        value = value.to(p.dtype)
     if isinstance(value, _C.Tensor) and p.is_distributed and not value.is_distributed and \
             tuple(value.shape) == tuple(p.shape):
         return _C.distribute_tensor(value, p.device_mesh, list(p.placements), None)
@@ -318,7 +334,7 @@ class Optimizer(_hooks.HookMethods):
     def step(self, closure=None):
         if self._python:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
-        loss = closure() if closure is not None else None
+        loss = self._closure_loss(closure)  # grad mode on, as torch's (a step under no_grad still computes)
         live = self.__dict__.get("_live_steps")
         if live:
             self._push_step_edits(live)
@@ -399,6 +415,9 @@ class Optimizer(_hooks.HookMethods):
             group["param_names"] = [n for n, _ in given]
         for key, value in self.defaults.items():
             group.setdefault(key, value)
+            if isinstance(group[key], _RequiredParameter):  # a custom optimizer's `lr=required` left unset
+                raise ValueError("parameter group didn't specify a value of required optimization parameter "
+                                 + key)
         named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
         own = set()
         if len({hash(p) for _, p in named}) != len(named):
@@ -448,6 +467,25 @@ class Optimizer(_hooks.HookMethods):
                         p.grad.zero_()
 
     # ---- torch's state_dict: {"state": {id: {...}}, "param_groups": [{..., "params": [ids]}]} ----
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: the same optimizer over deep copies of its parameters (the copies of the model's when both
+        are copied at once, through memo, as torch's) with a copy of its state and options. A built-in optimizer
+        (its state in C++) is rebuilt from its class, options and state_dict(); step hooks are not copied."""
+        import copy
+        cls = type(self)
+        if self._python:  # plain Python state: the default deep copy
+            new = cls.__new__(cls)
+            memo[id(self)] = new
+            new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+            return new
+        groups = [copy.deepcopy(dict(g), memo) for g in self.param_groups]
+        import inspect
+        accepted = inspect.signature(cls.__init__).parameters
+        new = cls(groups, **{k: v for k, v in self.defaults.items() if k in accepted})
+        memo[id(self)] = new
+        new.load_state_dict(copy.deepcopy(self.state_dict()))
+        return new
 
     def __repr__(self):
         """torch's: the class name, then each parameter group's options in sorted order."""
@@ -543,7 +581,7 @@ class Optimizer(_hooks.HookMethods):
             for pid, p in zip(saved["params"], group["params"]):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
-                    self._state[p] = {k: _loaded_value(p, v) for k, v in entry.items()}
+                    self._state[p] = {k: _loaded_value(p, v, k) for k, v in entry.items()}
             group.update({k: v for k, v in saved.items() if k != "params"})
 
     # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
@@ -606,7 +644,7 @@ class Optimizer(_hooks.HookMethods):
                 if fqn not in params:
                     raise ValueError("set_optimizer_state_dict: '%s' names no parameter of the optimizer" % key)
                 name = "step" if key.startswith("optim.step.") else key.rsplit(".", 1)[1]
-                self._state[params[fqn]][name] = _loaded_value(params[fqn], v)
+                self._state[params[fqn]][name] = _loaded_value(params[fqn], v, name)
         for i, group in enumerate(self.param_groups):
             prefix = self._hyper_prefix(i)
             for name, v in list(group.items()):
@@ -774,18 +812,25 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=bool(maximize), differentiable=False, fused=fused))
+        # torch creates the constructor's parameters' state here (state_dict() shows step 0 and the filled sum
+        # before any step); groups added later get theirs at their first step
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p] = {"step": _C._full([], 0.0, _C.dtype.float32),
+                                 "sum": _C._full(list(p.shape), float(initial_accumulator_value), p.dtype)}
 
-    @staticmethod
-    def _hyper(g):
-        return {k: float(g[k]) for k in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")}
+    def _hyper(self, g):
+        h = {k: float(g[k]) for k in ("lr", "lr_decay", "weight_decay", "eps")}
+        # torch fills every parameter's sum with the constructor's value, whatever a group's own says
+        h["initial_accumulator_value"] = float(self.defaults["initial_accumulator_value"])
+        return h
 
     @staticmethod
     def _load_hyper(g, h):
-        g.update({k: h[k] for k in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")})
+        g.update({k: h[k] for k in ("lr", "lr_decay", "weight_decay", "eps")})
 
-    @classmethod
-    def _make(cls, named, g):
-        return _C.Adagrad(named, **cls._hyper(g))
+    def _make(self, named, g):
+        return _C.Adagrad(named, **self._hyper(g))
 
 
 class _AdamRelative(Optimizer):
@@ -931,12 +976,15 @@ class _RequiredParameter:
         return "<required parameter>"
 
 
+required = _RequiredParameter()
+
+
 def _torch_submodules():
     """torch.optim's modules by class (torch.optim.optimizer.Optimizer, torch.optim.adam.Adam, ...), for the imports
     custom optimizers and training scripts write: `from torch.optim.optimizer import Optimizer, required`."""
     import sys
     import types
-    members = {"optimizer": dict(Optimizer=Optimizer, required=_RequiredParameter(), ParamsT=object,
+    members = {"optimizer": dict(Optimizer=Optimizer, required=required, ParamsT=object,
                                  register_optimizer_step_pre_hook=register_optimizer_step_pre_hook,
                                  register_optimizer_step_post_hook=register_optimizer_step_post_hook)}
     for cls in (Adam, AdamW, SGD, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, Adafactor):

@@ -41,6 +41,11 @@ def _abs_max(a):
     return builtins.max(float(x.abs().max().item()) if x.numel() else 0.0 for x in a)
 
 
+def _number(x):
+    """A scalar of the state as a float (torch's checkpoints hold 0-d tensors where this one holds floats)."""
+    return float(x.item()) if isinstance(x, _C.Tensor) else x
+
+
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     """The minimizer of the cubic through (x1, f1, g1) and (x2, f2, g2), clamped to bounds (default: between the
     points); the bounds' midpoint where the cubic has none."""
@@ -137,6 +142,23 @@ class LBFGS(Optimizer):
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         super().add_param_group(param_group)
 
+    def _per_param(self, x):
+        """A vector of the state as one tensor per parameter: torch's layout (one flat tensor over every parameter,
+        which a torch-saved state's d, prev_flat_grad and history hold) split into views of each parameter's
+        shape; this optimizer's own lists (and None) as they are."""
+        if not isinstance(x, _C.Tensor):
+            return x
+        sizes = [p.numel() for p in self._params]
+        if x.dim() != 1 or x.numel() != builtins.sum(sizes) or builtins.any(p.is_distributed for p in self._params):
+            raise ValueError("LBFGS: a loaded state vector of shape %s is not one flat vector over this optimizer's "
+                             "%d parameter elements (torch's layout; sharded parameters keep tessel's per-parameter "
+                             "lists)" % (tuple(x.shape), builtins.sum(sizes)))
+        out, at = [], 0
+        for p, n in zip(self._params, sizes):
+            out.append(x[at:at + n].reshape(tuple(p.shape)).to(p.dtype).clone())
+            at += n
+        return out
+
     def _gradient(self):
         """The gradient, one tensor per parameter (zeros where a parameter has none), negated to maximize."""
         from .._tensor import zeros_like
@@ -179,9 +201,12 @@ class LBFGS(Optimizer):
             g = self._gradient()
             if _abs_max(g) <= tolerance_grad:
                 return orig_loss
-            d, t = state.get("d"), state.get("t")
-            old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-            h_diag, prev_g, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+            d, t = self._per_param(state.get("d")), _number(state.get("t"))
+            old_dirs = None if state.get("old_dirs") is None else [self._per_param(v) for v in state["old_dirs"]]
+            old_stps = None if state.get("old_stps") is None else [self._per_param(v) for v in state["old_stps"]]
+            ro = None if state.get("ro") is None else [_number(v) for v in state["ro"]]
+            h_diag, prev_loss = _number(state.get("H_diag")), _number(state.get("prev_loss"))
+            prev_g = self._per_param(state.get("prev_flat_grad"))
             n_iter = 0
             while n_iter < max_iter:
                 n_iter += 1

@@ -18,6 +18,16 @@ import types
 from .. import _C
 
 
+def _set_lr(group, value):
+    """group["lr"] = value, as torch's schedulers set it: a tensor lr is filled in place (a reference to it sees
+    the new value, rounded to its dtype), a number replaced."""
+    lr = group["lr"]
+    if isinstance(lr, _C.Tensor):
+        lr.fill_(float(value.item()) if isinstance(value, _C.Tensor) else float(value))
+    else:
+        group["lr"] = value
+
+
 def _track_step_called(optimizer):
     """Wraps optimizer.step to note that it ran (torch's check for scheduler.step() before the first
     optimizer.step(), which skips the schedule's first value)."""
@@ -41,7 +51,8 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
-                g.setdefault("initial_lr", g["lr"])
+                # a tensor lr is copied, as torch's: the schedule fills the group's lr in place (_set_lr)
+                g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], _C.Tensor) else g["lr"])
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
@@ -71,8 +82,8 @@ class LRScheduler:
             warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
                           UserWarning, stacklevel=3)
 
-    def _lrs(self):
-        return [g["lr"] for g in self.optimizer.param_groups]
+    def _lrs(self):  # a snapshot, as torch's: a tensor lr is copied (the next step fills it in place)
+        return [g["lr"].clone() if isinstance(g["lr"], _C.Tensor) else g["lr"] for g in self.optimizer.param_groups]
 
     def step(self, epoch=None):
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", True):
@@ -106,7 +117,7 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = self._lrs()
 
     def get_last_lr(self):
@@ -286,7 +297,7 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:  # back to the initial lrs; undo the schedulers' own first steps
-            g["lr"] = g["initial_lr"]
+            _set_lr(g, g["initial_lr"])
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         for s in self._schedulers:
             s.last_epoch -= 1
@@ -380,7 +391,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = self._lrs()
 
 
@@ -528,7 +539,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group(optimizer, "base_lr", base_lr)
         if last_epoch == -1:
             for lr, g in zip(base_lrs, optimizer.param_groups):
-                g["lr"] = lr
+                _set_lr(g, lr)
         self.max_lrs = _per_group(optimizer, "max_lr", max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
@@ -655,9 +666,10 @@ class ReduceLROnPlateau(LRScheduler):
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
             for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
-                new = max(group["lr"] * self.factor, min_lr)
-                if group["lr"] - new > self.eps:
-                    group["lr"] = new
+                old = float(group["lr"])
+                new = max(old * self.factor, min_lr)
+                if old - new > self.eps:
+                    _set_lr(group, new)
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = self._lrs()
 

@@ -60,15 +60,15 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     tensors = [tensors] if isinstance(tensors, _C.Tensor) else [t for t in tensors if t is not None]
     if not tensors:
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
-    p = float(norm_type)
-    if p <= 0 and p != -float("inf"):
-        raise ValueError("get_total_norm: norm_type must be positive or -inf, got %s" % p)
+    p = float(norm_type)  # any order, as torch's vector_norm: 0 counts, a negative p is (Σ |x|^p)^(1/p) too
     mesh = next((t.device_mesh for t in tensors if t.is_distributed), None)
     with _C._GradMode(False):
         if p == float("inf"):
             total = max(t.double().abs().amax().item() for t in tensors if t.numel())
         elif p == -float("inf"):  # torch's: the smallest magnitude of any element
             total = min(t.double().abs().amin().item() for t in tensors if t.numel())
+        elif p == 0:  # torch's: the 0-"norm" of the per-tensor 0-norms, i.e. how many tensors hold a nonzero
+            total = float(sum(1 for t in tensors if bool((t != 0).any())))
         else:
             # one reduction per mesh: its tensors' (Partial) sums add up locally first, then one .item()
             sharded = [t for t in tensors if t.is_distributed]
@@ -124,8 +124,6 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
     grads = [q.grad for q in params if q.grad is not None]
     if not grads:
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
-    if p < 0 and p != -float("inf"):
-        raise ValueError("clip_grad_norm_: norm_type must be positive, 0 or -inf, got %s" % p)
     with _C._GradMode(False):
         if p == float("inf"):
             total = max(g.double().abs().amax().item() for g in grads)
