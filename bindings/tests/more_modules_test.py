@@ -184,5 +184,29 @@ def test_data_parallel_on_the_cpu_is_the_module():
     np.testing.assert_array_equal(i1.numpy(), i2.numpy())
 
 
+def test_attention_without_weights_gives_rows_with_every_key_masked_zero_and_finite_gradients():
+    """torch computes MultiheadAttention with need_weights=False (what the Transformer layers pass) through
+    scaled_dot_product_attention, whose fully masked rows are 0; tessel's softmax made them NaN, and the NaN
+    reached every gradient (left padding under a causal mask). Such a query's output is out_proj's bias."""
+    tessel.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    x = tessel.randn(2, 4, 8, requires_grad=True)
+    pad = tessel.tensor([[True, True, False, False], [False, False, False, False]])  # batch 0: 2 left pads
+    causal = tessel.tensor(np.triu(np.ones((4, 4), dtype=bool), 1))
+    out, weights = mha(x, x, x, key_padding_mask=pad, attn_mask=causal, need_weights=False)
+    assert weights is None
+    bias = mha.out_proj.bias.detach().numpy()
+    assert np.array_equal(out[0, :2].detach().numpy(), np.stack([bias, bias]))  # queries 0, 1 see no key
+    reference, _ = mha(x, x, x, key_padding_mask=pad, attn_mask=causal, need_weights=True)  # softmax path
+    assert np.allclose(out[0, 2:].detach().numpy(), reference[0, 2:].detach().numpy(), atol=1e-6)
+    assert np.allclose(out[1].detach().numpy(), reference[1].detach().numpy(), atol=1e-6)
+    assert np.isnan(reference[0, :2].detach().numpy()).all()  # torch's need_weights=True path: NaN, as here
+    out.sum().backward()
+    assert np.isfinite(x.grad.numpy()).all() and np.isfinite(mha.in_proj_weight.grad.numpy()).all()
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    y = layer(x, src_mask=causal, src_key_padding_mask=pad)
+    assert np.isfinite(y.detach().numpy()).all()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

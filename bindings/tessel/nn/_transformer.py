@@ -117,7 +117,14 @@ class MultiheadAttention(Module):
             kpm = key_padding_mask
             add = w(kpm, neg, zero) if kpm.dtype == _dtypes.bool else kpm.to(scores.dtype)
             scores = scores + add.reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
-        attn = scores.softmax(-1)
+        if need_weights or (attn_mask is None and key_padding_mask is None):
+            attn = scores.softmax(-1)
+        else:
+            # torch computes this case with scaled_dot_product_attention, whose rows with every key masked are 0
+            # (left padding under a causal mask; the encoder and decoder layers pass need_weights=False), with 0
+            # gradients, where the softmax's are NaN: such rows' scores become 0 before it, their weights 0 after
+            dead = (scores == neg).all(-1, keepdim=True)
+            attn = w(dead, zero, w(dead, zero, scores).softmax(-1))
         if self.dropout > 0.0 and self.training:
             attn = functional.dropout(attn, self.dropout)
         out = (attn @ v).transpose(0, 1).reshape(L, N, E)
