@@ -30,9 +30,27 @@ def _warn_broadcast(input, target):
                       % (Size(target.shape), Size(input.shape)), stacklevel=3)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def _weighted_reduce(loss, input, weight, reduction):
+    """torch 2.15's weighted mse_loss / l1_loss: weight of input's shape times each error; 'mean' divides the
+    weighted sum by the weights' sum (not by the count, as huber_loss's weighted mean does)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    if reduction not in ("none", "sum", "mean"):
+        raise ValueError("Invalid reduction mode: %s. Expected one of 'none', 'mean', 'sum'." % reduction)
+    weighted = loss * weight
+    if reduction == "none":
+        return weighted
+    return weighted.sum() if reduction == "sum" else weighted.sum() / weight.sum()
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_broadcast(input, target)
-    return _reduce((input - target).abs(), reduction)
+    if size_average is not None or reduce is not None:
+        from .nn import _reduction
+        reduction = _reduction.legacy_get_string(size_average, reduce)
+    return _weighted_reduce((input - target).abs(), input, weight, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

@@ -208,5 +208,23 @@ def test_attention_without_weights_gives_rows_with_every_key_masked_zero_and_fin
     assert np.isfinite(y.detach().numpy()).all()
 
 
+def test_mse_and_l1_losses_take_torchs_per_element_weight():
+    """torch 2.15's weight= of mse_loss / l1_loss (a TypeError here): weighted errors; their mean is
+    sum(w e) / sum(w), where huber_loss's weighted mean divides by the count."""
+    x = tessel.tensor([0.5, 2.0, -3.0, 0.1], requires_grad=True)
+    y = tessel.zeros(4)
+    w = tessel.tensor([1.0, 2.0, 0.5, 4.0])
+    xn, wn = np.array([0.5, 2.0, -3.0, 0.1]), np.array([1.0, 2.0, 0.5, 4.0])
+    assert F.mse_loss(x, y, weight=w).item() == pytest.approx(float((wn * xn ** 2).sum() / wn.sum()), rel=1e-6)
+    assert F.l1_loss(x, y, weight=w, reduction="sum").item() == pytest.approx(float((wn * abs(xn)).sum()), rel=1e-6)
+    assert np.allclose(F.mse_loss(x, y, weight=w, reduction="none").detach().numpy(), wn * xn ** 2)
+    assert F.huber_loss(x, y, weight=w).item() == pytest.approx(
+        float(np.mean(wn * np.where(abs(xn) < 1, 0.5 * xn ** 2, abs(xn) - 0.5))), rel=1e-6)
+    F.mse_loss(x, y, weight=w).backward()
+    assert np.allclose(x.grad.numpy(), 2 * wn * xn / wn.sum(), rtol=1e-6)
+    with pytest.raises(ValueError, match="Weights and input must have the same size"):
+        F.l1_loss(x, y, weight=tessel.ones(2))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

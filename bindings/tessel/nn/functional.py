@@ -304,8 +304,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     return make_tensor(member, dtype=weight.dtype) @ rows
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Mean (or sum, or none) of the squared differences."""
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean (or sum, or none) of the squared differences; with torch 2.15's weight (input's shape), the weighted
+    ones, their mean being Σ w·e / Σ w."""
     if size_average is not None or reduce is not None:
         from . import _reduction
         reduction = _reduction.legacy_get_string(size_average, reduce)
@@ -315,7 +316,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
         warnings.warn("Using a target size (%s) that is different to the input size (%s). This will likely lead to "
                       "incorrect results due to broadcasting. Please ensure they have the same size."
                       % (_size_text(target), _size_text(input)), stacklevel=2)
-    return _reduce((input - target).pow(2.0), reduction)
+    from .._losses import _weighted_reduce
+    return _weighted_reduce((input - target).pow(2.0), input, weight, reduction)
 
 
 def multi_head_attention_forward(*args, **kwargs):
