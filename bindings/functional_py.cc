@@ -31,6 +31,7 @@
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
+#include "core/tensor/shape.h"
 
 namespace tessel::bindings {
 namespace {
@@ -226,7 +227,27 @@ void BindFunctional(py::module_& m) {
                                            std::optional<double> scale, bool enable_gqa) {
     AttentionOptions o{.attn_mask = attn_mask.value_or(Tensor()), .dropout_p = dropout_p, .is_causal = is_causal,
                        .scale = scale, .generator = &DefaultGenerator()};
-    if (!enable_gqa) return NoGil([&] { return ScaledDotProductAttention(q, k, v, o); });
+    // torch broadcasts the leading (batch, head) dims of equal-rank q, k, v (a key of batch 1 against queries
+    // of batch 2): expanded views, read in place by the kernels, whose gradients Expand's backward sums.
+    auto broadcast_lead = [](Tensor q, Tensor k, Tensor v) {
+      auto lead = [](const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); };
+      if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim() || (lead(q) == lead(k) && lead(q) == lead(v))) {
+        return std::vector<Tensor>{q, k, v};
+      }
+      const char* op = "scaled_dot_product_attention (batch / head dims)";
+      const Shape b = BroadcastShapes(BroadcastShapes(lead(q), lead(k), op), lead(v), op);
+      std::vector<Tensor> out;
+      for (const Tensor& t : {q, k, v}) {
+        Shape s = b;
+        s.push_back(t.size(-2)), s.push_back(t.size(-1));
+        out.push_back(t.sizes() == s ? t : Expand(t, s));
+      }
+      return out;
+    };
+    if (!enable_gqa) {
+      const std::vector<Tensor> qkv = broadcast_lead(q, k, v);
+      return NoGil([&] { return ScaledDotProductAttention(qkv[0], qkv[1], qkv[2], o); });
+    }
     // Grouped-query attention (torch 2.5+): query heads in groups of Hq / Hkv share one key/value head,
     // as if k and v were repeat_interleave'd on dim -3 (torch's math path does exactly that).
     TESSEL_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), "scaled_dot_product_attention: ",
@@ -244,7 +265,8 @@ void BindFunctional(py::module_& m) {
       out[out.size() - 3] *= times;
       return Reshape(Expand(Unsqueeze(t, -3), wide), out);
     };
-    return NoGil([&] { return ScaledDotProductAttention(q, repeat_heads(k, hq / hk), repeat_heads(v, hq / hv), o); });
+    const std::vector<Tensor> qkv = broadcast_lead(q, repeat_heads(k, hq / hk), repeat_heads(v, hq / hv));
+    return NoGil([&] { return ScaledDotProductAttention(qkv[0], qkv[1], qkv[2], o); });
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
         py::arg("is_causal") = false, py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
 }

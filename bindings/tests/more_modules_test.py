@@ -226,5 +226,27 @@ def test_mse_and_l1_losses_take_torchs_per_element_weight():
         F.l1_loss(x, y, weight=tessel.ones(2))
 
 
+def test_sdpa_broadcasts_the_batch_and_head_dims_of_its_inputs():
+    """torch broadcasts q, k, v's leading dims (a key of batch 1 for queries of batch 2, one value head for
+    four); tessel raised "leading (batch/head) dims differ". Reference: the same inputs expanded and copied."""
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 5, 8), (1, 4, 6, 8), (2, 1, 6, 8))]
+    q, k, v = (tessel.tensor(d, requires_grad=True) for d in data)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    g = tessel.tensor(rng.standard_normal((2, 4, 5, 8)).astype(np.float32))
+    out.backward(g)
+    q2, k2, v2 = (tessel.tensor(d, requires_grad=True) for d in data)
+    ref = F.scaled_dot_product_attention(q2, k2.expand(2, 4, 6, 8).contiguous(), v2.expand(2, 4, 6, 8).contiguous(),
+                                         is_causal=True)
+    ref.backward(g)
+    assert tuple(out.shape) == (2, 4, 5, 8)
+    assert np.allclose(out.detach().numpy(), ref.detach().numpy(), atol=1e-6)
+    for a, b in ((q, q2), (k, k2), (v, v2)):
+        assert tuple(a.grad.shape) == tuple(a.shape)
+        assert np.allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-5)
+    with pytest.raises(RuntimeError, match="scaled_dot_product_attention"):
+        F.scaled_dot_product_attention(q, tessel.zeros(3, 4, 6, 8), tessel.zeros(3, 4, 6, 8))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
