@@ -44,6 +44,27 @@ def lower_precision_under_autocast(fn):
     return wrapper
 
 
+def widest_under_autocast(fn):
+    """Inside an autocast region, floating tensor arguments are cast to the widest floating dtype among them
+    first, as torch's CPU promote list (cat, stack, index_copy): index_copy of a bfloat16 source into a float32
+    tensor gives float32 where it raised "source and destination dtypes match"."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _C._autocast_state()[0]:
+            floats = [a.dtype for a in list(args) + list(kwargs.values())
+                      if isinstance(a, _C.Tensor) and a.dtype.is_floating_point]
+            if len(set(floats)) > 1:
+                order = (_dtypes.bfloat16, _dtypes.float16, _dtypes.float32, _dtypes.float64)
+                widest = max(floats, key=lambda d: order.index(d) if d in order else -1)
+
+                def up(a):
+                    return a.to(widest) if isinstance(a, _C.Tensor) and a.dtype.is_floating_point else a
+                args = tuple(up(a) for a in args)
+                kwargs = {k: up(v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def autocast_off(fn):
     """Runs fn with the autocast region suspended: an op on neither of torch's lists keeps its inputs' dtypes even
     where tessel composes it from ops the region would lower."""

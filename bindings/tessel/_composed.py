@@ -24,6 +24,7 @@ from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused
 from ._inplace import honours_inplace as _honours_inplace
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
+from ._autocast_policy import widest_under_autocast as _widest_under_autocast
 
 _min_max = return_types.aminmax
 
@@ -523,6 +524,7 @@ def _put_(self, index, source, accumulate=False):
     return self.index_put_(tuple(_tensor(i) for i in flat_index), source.reshape(-1), accumulate)
 
 
+@_widest_under_autocast
 def index_copy(x, dim, index, source):
     if isinstance(index, _C.Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
         index = index.reshape(1)

@@ -246,7 +246,9 @@ class GradScaler:
         if not isinstance(outputs, _C.Tensor):
             raise ValueError("outputs must be a Tensor or an iterable of Tensors")
         self._scaled = True
-        return outputs * self._scale
+        # a 0-d float32 scale, as torch's: a 0-d float16 / bfloat16 loss scales in float32 (a float16 loss of 3
+        # times 2^15 was inf), a loss with dims keeps its dtype
+        return outputs * _C._full([], self._scale, _dtypes.float32)
 
     def _grads(self, optimizer):
         return [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
@@ -261,6 +263,8 @@ class GradScaler:
         if not self._enabled:
             return
         self._check_scaled("unscale_")
+        if id(optimizer) in self._stepped:
+            raise RuntimeError("unscale_() is being called after step().")
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if any(p.grad.dtype == _dtypes.float16 for p in self._grads(optimizer)):
@@ -285,6 +289,8 @@ class GradScaler:
         self._check_scaled("step")
         if id(optimizer) not in self._unscaled:
             self.unscale_(optimizer)
+        # torch's: no parameter had a gradient, so nothing was checked for inf (a step would apply nothing scaled)
+        assert self._grads(optimizer), "No inf checks were recorded for this optimizer."
         self._stepped.add(id(optimizer))
         if self._found_inf[id(optimizer)]:
             return None  # skipped, as torch: the parameters keep their values

@@ -273,6 +273,38 @@ def test_float32_number_over_tensor_is_reciprocal_times_number():
     assert (got != np.float32(0.7) / x).sum() > 100  # (the two formulas differ in the last bit this often)
 
 
+def test_index_copy_promotes_to_the_widest_float_under_autocast():
+    """torch's CPU promote list has index_copy beside cat and stack: a bfloat16 source into a float32 tensor gives
+    float32 in a region (tessel raised "source and destination dtypes match")."""
+    x = tessel.zeros(3, 4)
+    src = tessel.ones(2, 4, dtype=tessel.bfloat16) * 1.5
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        y = x.index_copy(0, tessel.tensor([0, 2]), src)
+    assert y.dtype == tessel.float32
+    assert y.tolist() == [[1.5] * 4, [0.0] * 4, [1.5] * 4]
+
+
+def test_grad_scaler_scales_a_0d_half_loss_in_float32_and_refuses_a_step_without_gradients():
+    """torch multiplies by a 0-d float32 scale: a 0-d float16 loss of 3 times 2^15 is 98304 in float32 (tessel's
+    stayed float16: inf); a step with no gradient anywhere is torch's AssertionError (it stepped); unscale_ after
+    step names it."""
+    scaler = tessel.amp.GradScaler("cpu", init_scale=2.0 ** 15)
+    scaled = scaler.scale(tessel.tensor(3.0, dtype=tessel.float16))
+    assert scaled.dtype == tessel.float32 and scaled.item() == 98304.0
+    assert scaler.scale(tessel.ones(2, dtype=tessel.bfloat16)).dtype == tessel.bfloat16  # a loss with dims keeps it
+    w = tessel.nn.Parameter(tessel.ones(2))
+    opt = tessel.optim.SGD([w], lr=0.1)
+    with pytest.raises(AssertionError, match="No inf checks were recorded for this optimizer"):
+        scaler.step(opt)
+    w2 = tessel.nn.Parameter(tessel.ones(2))
+    opt2 = tessel.optim.SGD([w2], lr=0.1)
+    w2.grad = tessel.full((2,), 2.0 ** 15)
+    scaler.step(opt2)  # unscaled by 2^15 first
+    assert w2.tolist() == [np.float32(0.9)] * 2
+    with pytest.raises(RuntimeError, match=r"unscale_\(\) is being called after step\(\)"):
+        scaler.unscale_(opt2)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 

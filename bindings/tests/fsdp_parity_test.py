@@ -130,5 +130,37 @@ def test_module_to_dtype_after_fully_shard_raises():
     assert set(on_two_ranks(run).values()) == {tessel.float32}
 
 
+def test_adagrad_on_sharded_parameters_starts_at_step_zero_through_a_step0_state_dict():
+    """torch's Adagrad makes its state at construction; tessel's made it at the first step, so get_state_dict's
+    _init_optim_state ran a zero-lr step first and the count ran one ahead for the rest of training (lr_decay's
+    schedule shifted: losses 0.605 / 0.502 became 0.585 / 0.519). Reference: the same training on one rank."""
+    from tessel.distributed.checkpoint.state_dict import get_state_dict
+    x = tessel.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4))
+
+    def train(m, sharded):
+        opt = tessel.optim.Adagrad(m.parameters(), lr=0.1, lr_decay=0.5)
+        if sharded:
+            _, osd = get_state_dict(m, opt)  # a step-0 checkpoint
+            assert all(float(entry["step"]) == 0.0 for entry in osd["state"].values())
+        losses = []
+        for _ in range(3):
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        return losses, [float(e["step"]) for e in opt.state_dict()["state"].values()]
+
+    def run(mesh):
+        m = mlp()
+        fully_shard(m, mesh=mesh)
+        return train(m, True)
+
+    want, _ = train(mlp(), False)
+    for losses, steps in on_two_ranks(run).values():
+        np.testing.assert_allclose(losses, want, rtol=1e-5)
+        assert steps == [3.0] * 4
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -814,10 +814,11 @@ class Adagrad(Optimizer):
                                       maximize=bool(maximize), differentiable=False, fused=fused))
         # torch creates the constructor's parameters' state here (state_dict() shows step 0 and the filled sum
         # before any step); groups added later get theirs at their first step
+        from .._tensor import full_like
         for group in self.param_groups:
-            for p in group["params"]:
+            for p in group["params"]:  # (a DTensor parameter's sum is a DTensor of its placements)
                 self.state[p] = {"step": _C._full([], 0.0, _C.dtype.float32),
-                                 "sum": _C._full(list(p.shape), float(initial_accumulator_value), p.dtype)}
+                                 "sum": full_like(p.detach(), float(initial_accumulator_value))}
 
     def _hyper(self, g):
         h = {k: float(g[k]) for k in ("lr", "lr_decay", "weight_decay", "eps")}
