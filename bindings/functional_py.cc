@@ -31,7 +31,6 @@
 #include "core/ops/ternary.h"
 #include "core/ops/unary.h"
 #include "core/ops/view.h"
-#include "core/tensor/shape.h"
 
 namespace tessel::bindings {
 namespace {
@@ -234,8 +233,16 @@ void BindFunctional(py::module_& m) {
       if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim() || (lead(q) == lead(k) && lead(q) == lead(v))) {
         return std::vector<Tensor>{q, k, v};
       }
-      const char* op = "scaled_dot_product_attention (batch / head dims)";
-      const Shape b = BroadcastShapes(BroadcastShapes(lead(q), lead(k), op), lead(v), op);
+      Shape b = lead(q);
+      for (const Tensor& t : {k, v}) {
+        const Shape l = lead(t);
+        for (size_t i = 0; i < b.size(); ++i) {
+          TESSEL_CHECK(b[i] == l[i] || b[i] == 1 || l[i] == 1, "scaled_dot_product_attention: the leading ",
+                       "(batch / head) dims of query ", ShapeStr(q.sizes()), ", key ", ShapeStr(k.sizes()),
+                       " and value ", ShapeStr(v.sizes()), " do not broadcast (dim ", i, ": ", b[i], " vs ", l[i], ")");
+          if (b[i] == 1) b[i] = l[i];
+        }
+      }
       std::vector<Tensor> out;
       for (const Tensor& t : {q, k, v}) {
         Shape s = b;
