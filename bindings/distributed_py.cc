@@ -781,13 +781,14 @@ void BindFsdp(py::module_& m) {
       .def("unused_in_last_backward", &fsdp::ReplicateModule::UnusedInLastBackward)
       .def("shadow_backward", [](const fsdp::ReplicateModule& r) { NoGil([&] { r.ShadowBackward(); }); });
   m.def("replicate", [](nn::Module& module, const dtensor::DeviceMesh& mesh, int64_t bucket_cap_bytes,
-                        bool find_unused_parameters) {
+                        bool find_unused_parameters, bool init_sync) {
     return NoGil([&] {
       return fsdp::Replicate(module, mesh, {.bucket_cap_bytes = bucket_cap_bytes,
-                                            .find_unused_parameters = find_unused_parameters});
+                                            .find_unused_parameters = find_unused_parameters,
+                                            .init_sync = init_sync});
     });
   }, py::arg("module"), py::arg("mesh"), py::arg("bucket_cap_bytes"), py::arg("find_unused_parameters"),
-        py::keep_alive<0, 1>());
+        py::arg("init_sync") = true, py::keep_alive<0, 1>());
   m.def("clip_grad_norm_fsdp", [](const F& root, double max_norm) {
     return NoGil([&] { return fsdp::ClipGradNorm(root, max_norm); });
   }, py::arg("root"), py::arg("max_norm"));

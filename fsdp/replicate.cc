@@ -138,7 +138,7 @@ ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, 
     }
     b.params.push_back(std::move(bp));
   }
-  Broadcast();
+  if (options_.init_sync) Broadcast();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       RegisterPostAccumulateGradHook(buckets_[b].params[i].param, [this, b, i](const Tensor&) { OnGradReady(b, i); });

@@ -74,6 +74,9 @@ struct ReplicateOptions {
   // (had a gradient on this rank), after the buckets; a parameter no rank had a gradient for keeps its
   // .grad untouched (undefined) instead of getting the zero average. Stages 0 and 1 only.
   bool find_unused_parameters = false;
+  // torch DDP's init_sync: false keeps each rank's parameters as they are (no broadcast of rank 0's at the call;
+  // the caller vouches for them, or wants them to differ).
+  bool init_sync = true;
 };
 
 class ReplicateState;

@@ -431,6 +431,60 @@ def test_zero_add_param_group_keeps_earlier_owners_and_bad_input_raises_torchs_e
             np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-7)
 
 
+def test_ddp_init_sync_false_keeps_each_ranks_parameters_and_a_module_without_trainable_ones_is_refused():
+    """torch's init_sync=False keeps every rank's parameters (tessel broadcast rank 0's anyway: a run started
+    from per-rank initializations silently became rank 0's); DDP over a module with no parameter requiring a
+    gradient is torch's RuntimeError."""
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        model = DDP(make(seed=rank), init_sync=False)
+        got[rank, "kept"] = [p.detach().numpy() for p in model.module.parameters()]
+        got[rank, "synced"] = [p.detach().numpy() for p in DDP(make(seed=rank)).module.parameters()]
+        frozen = make()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+        with pytest.raises(RuntimeError, match="DistributedDataParallel is not needed when a module doesn't have"):
+            DDP(frozen)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for rank in range(2):
+        own = [p.detach().numpy() for p in make(seed=rank).parameters()]
+        first = [p.detach().numpy() for p in make(seed=0).parameters()]
+        assert all(np.array_equal(a, b) for a, b in zip(got[rank, "kept"], own))
+        assert all(np.array_equal(a, b) for a, b in zip(got[rank, "synced"], first))
+    assert not np.array_equal(got[0, "kept"][0], got[1, "kept"][0])
+
+
+def test_join_keeps_each_ranks_buffers_when_broadcast_buffers_is_false():
+    """torch's final sync under Join broadcasts the last joiner's buffers only when forward_sync_buffers
+    (broadcast_buffers) is on; tessel always did: running statistics and num_batches_tracked became the other
+    rank's (2 batches counted 4)."""
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        rank = dist.get_rank()
+        tessel.manual_seed(0)
+        model = DDP(nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2)), broadcast_buffers=False)
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1)
+        with model.join():
+            for x, y in uneven_batches(rank):
+                opt.zero_grad()
+                loss_of(model, x, y).backward()
+                opt.step()
+        bn = model.module[1]
+        got[rank] = (int(bn.num_batches_tracked.item()), bn.running_mean.numpy().copy())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert got[0][0] == 2 and got[1][0] == 4
+    assert not np.array_equal(got[0][1], got[1][1])
+
+
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

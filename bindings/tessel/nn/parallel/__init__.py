@@ -130,9 +130,13 @@ class DistributedDataParallel(Module, _GroupJoinable):
             raise ValueError("DistributedDataParallel: bucket_cap_mb must be positive, got %s" % (bucket_cap_mb,))
         mesh = device_mesh if device_mesh is not None else DeviceMesh.from_group(self.process_group, "cpu")
         _same_parameters_everywhere(module, mesh.get_group())
-        # Broadcasts rank 0's parameters (one per bucket) and registers the gradient hooks. (init_sync=False, where
-        # the caller vouches the ranks' parameters are equal already: still broadcast, with the same values.)
-        self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self._detect_unused)
+        if not any(p.requires_grad for p in module.parameters()):
+            raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any parameter that "
+                               "requires a gradient.")
+        # Broadcasts rank 0's parameters (one per bucket; not with init_sync=False, which keeps each rank's, as
+        # torch's) and registers the gradient hooks.
+        self._replicate = _C.replicate(module, mesh, max(1, int(cap_mb * 1024 * 1024)), self._detect_unused,
+                                       bool(init_sync))
         if init_sync and init_sync_buffers:
             self._broadcast_from_first_rank(self._buffers_to_sync())
 
@@ -324,13 +328,15 @@ class _DDPJoinHook:  # torch's JoinHook protocol (main_hook, post_hook)
         ddp._sync_gradients()
 
     def post_hook(self, is_last_joiner):
-        """Every rank takes the last joiner's parameters and buffers (torch's _sync_final_model)."""
+        """Every rank takes the last joiner's parameters, and its buffers unless forward_sync_buffers
+        (broadcast_buffers) is False (torch's _sync_final_model)."""
         from ... import distributed as dist
         from ...distributed.algorithms.join import _max_rank
         ddp = self.ddp
         root = dist.get_global_rank(ddp.process_group, _max_rank(is_last_joiner, ddp.process_group))
         with _C._GradMode(False):
-            for t in list(ddp.module.parameters()) + ddp._buffers_to_sync():
+            buffers = ddp._buffers_to_sync() if ddp.forward_sync_buffers else []
+            for t in list(ddp.module.parameters()) + buffers:
                 dist.broadcast(t, src=root, group=ddp.process_group)
 
 
