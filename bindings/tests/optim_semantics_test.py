@@ -512,5 +512,18 @@ def test_schedulers_fill_a_tensor_lr_in_place_and_report_snapshots():
         assert [float(v) for v in seen] == [float(np.float32(lr_at(k))) for k in (1, 2, 3)]
 
 
+def test_get_optimizer_state_dict_has_no_entries_for_parameters_without_state():
+    """torch's get_optimizer_state_dict lists only parameters with state: SGD without momentum keeps none (not
+    even a step), so its "state" is {} (tessel's was {'0.weight': {}, ...}); with momentum each has its buffer."""
+    from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    for momentum, want in ((0.0, {}), (0.9, {"0.weight": ["momentum_buffer"], "0.bias": ["momentum_buffer"]})):
+        model = nn.Sequential(nn.Linear(3, 2))
+        opt = tessel.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
+        model(tessel.ones(4, 3)).sum().backward()
+        opt.step()
+        state = get_optimizer_state_dict(model, opt)["state"]
+        assert {k: sorted(v) for k, v in state.items()} == want
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -62,7 +62,8 @@ def nested(model, opts, internals):
             for f in fqns:
                 if f in state:
                     raise ValueError("optimizer state dict: parameter '%s' is in two of the optimizers" % f)
-                if f in per:  # step first, then the buffers, as torch lists them
+                if per.get(f):  # step first, then the buffers, as torch lists them (no entry without state:
+                    # SGD without momentum, whose "step" torch does not keep)
                     state[f] = dict(sorted(per[f].items(), key=lambda kv: kv[0] != "step"))
     return {"state": state, "param_groups": groups}
 
