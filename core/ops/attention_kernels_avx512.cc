@@ -16,6 +16,7 @@
 // 2^n scaling in Exp2, with underflow to 0 (the merge form: no undefined source operand).
 #define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
 #define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define TESSEL_ATTN_REDUCE(y) _mm512_reduce_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 // Four 128-bit blocks from four addresses as one vector (PackTransposed's loads).
 #define TESSEL_ATTN_LOAD_BLOCKS(a, b, c, d)                                                                   \
   _mm512_insertf32x4(                                                                                        \
