@@ -525,5 +525,20 @@ def test_get_optimizer_state_dict_has_no_entries_for_parameters_without_state():
         assert {k: sorted(v) for k, v in state.items()} == want
 
 
+def test_scheduler_argument_errors_are_torchs():
+    opt = tessel.optim.SGD(_params(), lr=0.1)
+    cases = [(lambda: S.LinearLR(opt, start_factor=0.5, end_factor=1.5), ValueError,
+              "Ending multiplicative factor expected to be between 0 and 1"),
+             (lambda: S.SequentialLR(opt, [S.ReduceLROnPlateau(opt), S.StepLR(opt, 2)], milestones=[2]), ValueError,
+              "SequentialLR does not support `ReduceLROnPlateau` scheduler"),
+             (lambda: S.StepLR(object(), 2), TypeError, "object is not an Optimizer"),
+             (lambda: S.CosineAnnealingWarmRestarts(opt, 2, eta_min="a"), ValueError, "Expected float or int eta_min"),
+             (lambda: S.ReduceLROnPlateau(opt, mode="x"), ValueError, "mode x is unknown!"),
+             (lambda: S.ReduceLROnPlateau(opt, threshold_mode="y"), ValueError, "threshold mode y is unknown!")]
+    for make, error, text in cases:
+        with pytest.raises(error, match=text.replace("(", r"\(")):
+            make()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -48,6 +48,8 @@ def _track_step_called(optimizer):
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
+        if not (hasattr(optimizer, "param_groups") and hasattr(optimizer, "step")):
+            raise TypeError("%s is not an Optimizer" % type(optimizer).__name__)
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
@@ -241,8 +243,10 @@ class CosineAnnealingLR(LRScheduler):
 
 class LinearLR(LRScheduler):
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
-        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+        if not 0 < start_factor <= 1:
             raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if not 0 <= end_factor <= 1:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
@@ -289,6 +293,10 @@ class SequentialLR(LRScheduler):
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
                              "number of milestone points, but got %d and %d" % (len(schedulers), len(milestones)))
         for i, s in enumerate(schedulers):  # torch's check: each scheduler steps this optimizer
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("SequentialLR does not support `ReduceLROnPlateau` scheduler as it requires "
+                                 "additional kwargs to be specified when calling `step`, but got one at index %d in "
+                                 "the given schedulers sequence." % i)
             if s.optimizer is not optimizer:
                 raise ValueError("%s expects all schedulers to belong to the same optimizer, but got scheduler %s at "
                                  "index %d has %s, which is different from %s." % (
@@ -353,6 +361,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             raise ValueError("Expected positive integer T_0, but got %s" % T_0)
         if T_mult < 1 or not isinstance(T_mult, int):
             raise ValueError("Expected integer T_mult >= 1, but got %s" % T_mult)
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError("Expected float or int eta_min, but got %s of type %s" % (eta_min, type(eta_min)))
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -636,8 +646,10 @@ class ReduceLROnPlateau(LRScheduler):
                  cooldown=0, min_lr=0, eps=1e-8):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
-        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
-            raise ValueError("mode must be min or max and threshold_mode rel or abs")
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + str(mode) + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + str(threshold_mode) + " is unknown!")
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
         n = len(optimizer.param_groups)
