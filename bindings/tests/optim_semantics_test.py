@@ -540,5 +540,13 @@ def test_scheduler_argument_errors_are_torchs():
             make()
 
 
+def test_rmsprop_state_lists_its_buffers_in_torchs_order():
+    p = nn.Parameter(tessel.ones(2))
+    opt = tessel.optim.RMSprop([p], lr=0.1, momentum=0.9, centered=True)
+    p.grad = tessel.ones(2)
+    opt.step()
+    assert list(opt.state_dict()["state"][0]) == ["step", "square_avg", "momentum_buffer", "grad_avg"]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

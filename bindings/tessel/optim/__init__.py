@@ -778,6 +778,8 @@ def _unsupported(name, **flags):
 class RMSprop(Optimizer):
     """torch.optim.RMSprop (alpha, eps, weight_decay as an L2 term, momentum, centered)."""
 
+    _state_order = ("step", "square_avg", "momentum_buffer", "grad_avg")
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         _unsupported("RMSprop", capturable=capturable, differentiable=differentiable)
