@@ -47,7 +47,11 @@ std::vector<int64_t> AsShape(const py::object& s) {
 void BindFunctional(py::module_& m) {
   py::module_ f = m.def_submodule("_functional", "tessel.nn.functional's ops");
   f.def("linear", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
-    return NoGil([&] { return Linear(x, w, Opt(b)); });
+    return NoGil([&] {
+      // torch's 1-D weight: x·w over the last dim (a bias, if any, added after), shape [...] without it
+      if (w.defined() && w.dim() == 1) return b && b->defined() ? Add(Matmul(x, w), *b) : Matmul(x, w);
+      return Linear(x, w, Opt(b));
+    });
   }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
   f.def("gelu", [](const Tensor& x, const std::string& approximate) { return NoGil([&] { return Gelu(x, approximate); }); },
         py::arg("input"), py::arg("approximate") = "none");

@@ -248,5 +248,15 @@ def test_sdpa_broadcasts_the_batch_and_head_dims_of_its_inputs():
         F.scaled_dot_product_attention(q, tessel.zeros(3, 4, 6, 8), tessel.zeros(3, 4, 6, 8))
 
 
+def test_linear_with_a_vector_weight_and_cross_entropy_with_byte_targets_as_torch():
+    """torch: F.linear(x, w) with a 1-D weight is x @ w (shape [N]); cross_entropy takes uint8 class indices
+    as well as int64 (both raised here)."""
+    x = tessel.arange(6.0).reshape(2, 3)
+    assert F.linear(x, tessel.tensor([1.0, 2.0, 3.0])).tolist() == [8.0, 26.0]
+    logits = tessel.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+    byte = F.cross_entropy(logits, tessel.tensor([2, 0], dtype=tessel.uint8))
+    assert byte.item() == F.cross_entropy(logits, tessel.tensor([2, 0])).item()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -139,6 +139,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     the sum of weight[target_i] over the rows not ignored; label smoothing adds eps/C * sum_c weight[c] *
     -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them).
     A floating target of the input's shape holds class probabilities (_soft_cross_entropy)."""
+    if target.dtype == _C.dtype.uint8:  # torch takes Byte class indices as well as Long
+        target = target.long()
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
         if ignore_index != -100:
             raise RuntimeError("ignore_index is not supported for floating point target")
