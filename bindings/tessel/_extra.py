@@ -159,10 +159,13 @@ def _opmath(fn):
     import functools
 
     @functools.wraps(fn)
-    def wrapped(x, *args, **kwargs):
-        if isinstance(x, _C.Tensor) and x.dtype in _REDUCED:
-            return fn(x.float(), *args, **kwargs).to(x.dtype)
-        return fn(x, *args, **kwargs)
+    def wrapped(*args, **kwargs):
+        x = args[0] if args else kwargs.get("input")
+        if not (isinstance(x, _C.Tensor) and x.dtype in _REDUCED):
+            return fn(*args, **kwargs)
+        if args:
+            return fn(x.float(), *args[1:], **kwargs).to(x.dtype)
+        return fn(**dict(kwargs, input=x.float())).to(x.dtype)
     return wrapped
 
 
@@ -179,15 +182,17 @@ def logsigmoid(x):
 
 
 @honours_inplace
-def leaky_relu(x, negative_slope=0.01, inplace=False):
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    x = input  # (torch's parameter name: F.leaky_relu(input=...))
     return _C._functional.where(x > 0, x, x * negative_slope)
 
 
 @honours_inplace
 @_opmath
-def elu(x, alpha=1.0, inplace=False):
+def elu(input, alpha=1.0, inplace=False):
     """x above 0, alpha (e^x - 1) below through expm1 (exact for small x, and -0 stays -0 as torch's); the
     expm1 sees a constant 0 where x > 0, so +inf keeps gradient 1 (x * 0 there was NaN)."""
+    x = input  # (torch's parameter name: F.elu(input=...))
     w = _C._functional.where
     pos = x > 0
     return w(pos, x, w(pos, _scalar_like(x, 0.0), x).expm1() * alpha)
@@ -195,14 +200,16 @@ def elu(x, alpha=1.0, inplace=False):
 
 @honours_inplace
 @_opmath
-def mish(x, inplace=False):
+def mish(input, inplace=False):
+    x = input  # (torch's parameter name: F.mish(input=...))
     return x * softplus(x).tanh()
 
 
 @honours_inplace
-def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """min_val below, max_val above, x between; the gradient passes strictly inside and at NaN (torch's
     x <= min || x >= max ? 0 : g, where clamp's gave 0 at NaN)."""
+    x = input  # (torch's parameter name: F.hardtanh(input=...))
     if not x.dtype.is_floating_point:  # an integer tensor keeps its dtype (torch's bounds cast to it)
         return x.clamp(min=int(min_val), max=int(max_val))
     w = _C._functional.where
@@ -210,7 +217,8 @@ def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 @honours_inplace
-def relu6(x, inplace=False):
+def relu6(input, inplace=False):
+    x = input  # (torch's parameter name: F.relu6(input=...))
     return hardtanh(x, 0.0, 6.0)
 
 
@@ -219,16 +227,18 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # torch's con
 
 @honours_inplace
 @_opmath
-def selu(x, inplace=False):
+def selu(input, inplace=False):
     """scale (max(0, x) + min(0, alpha (exp(x) - 1))), as elu: gradient scale·alpha at 0, finite at +inf."""
+    x = input  # (torch's parameter name: F.selu(input=...))
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
 @honours_inplace
 @_opmath
-def celu(x, alpha=1.0, inplace=False):
+def celu(input, alpha=1.0, inplace=False):
     """max(0, x) + min(0, alpha (exp(x / alpha) - 1)); the exp sees min(x, 0), so +inf keeps a finite
     gradient (torch's)."""
+    x = input  # (torch's parameter name: F.celu(input=...))
     w = _C._functional.where
     pos = x > 0
     return w(pos, x, (w(pos, _scalar_like(x, 0.0), x) / alpha).expm1() * alpha)  # (elu's form: gradient 1 at 0)
@@ -236,29 +246,34 @@ def celu(x, alpha=1.0, inplace=False):
 
 @honours_inplace
 @_opmath
-def hardsigmoid(x, inplace=False):
+def hardsigmoid(input, inplace=False):
+    x = input  # (torch's parameter name: F.hardsigmoid(input=...))
     return (x / 6.0 + 0.5).clamp(min=0.0, max=1.0)
 
 
 @honours_inplace
 @_opmath
-def hardswish(x, inplace=False):
+def hardswish(input, inplace=False):
+    x = input  # (torch's parameter name: F.hardswish(input=...))
     return x * hardsigmoid(x)
 
 
-def softsign(x):
+def softsign(input):
+    x = input  # (torch's parameter name: F.softsign(input=...))
     return x / (x.abs() + 1.0)
 
 
 @honours_inplace
-def threshold(x, threshold, value, inplace=False):
+def threshold(input, threshold, value, inplace=False):
     """torch's x <= threshold ? value : x (NaN passes through; a 16-bit x compares in float32 with the threshold
     at float32 precision, as torch's kernel: bf16(0.1) is above 0.1)."""
+    x = input  # (torch's parameter name: F.threshold(input=...))
     keep = x.float() <= threshold if x.dtype in _REDUCED else x <= threshold
     return _C._functional.where(keep, _scalar_like(x, value), x)
 
 
-def tanhshrink(x):
+def tanhshrink(input):
+    x = input  # (torch's parameter name: F.tanhshrink(input=...))
     return x - x.tanh()
 
 
@@ -359,14 +374,16 @@ def _channel_affine(y, weight=None, bias=None):
 
 
 @_opmath
-def glu(x, dim=-1):
+def glu(input, dim=-1):
+    x = input  # (torch's parameter name: F.glu(input=...))
     if x.shape[dim] % 2:  # an odd dim would drop its last entry
         raise RuntimeError("Halving dimension must be even, but dimension %d is size %d" % (dim % x.ndim, x.shape[dim]))
     a, b = x.chunk(2, dim)
     return a * b.sigmoid()
 
 
-def softmin(x, dim=None, _stacklevel=3, dtype=None):
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    x = input  # (torch's parameter name: F.softmin(input=...))
     if dim is None:  # torch's implicit-dim rule and its warning, naming softmin
         import warnings
         warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the call to include dim=X "

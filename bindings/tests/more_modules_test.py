@@ -258,5 +258,20 @@ def test_linear_with_a_vector_weight_and_cross_entropy_with_byte_targets_as_torc
     assert byte.item() == F.cross_entropy(logits, tessel.tensor([2, 0])).item()
 
 
+def test_activations_take_torchs_input_keyword():
+    """torch names these functions' tensor `input`: F.elu(input=x) raised TypeError (the parameter was `x`)."""
+    x = tessel.tensor([-2.0, -0.5, 0.5, 2.0])
+    for name in ("celu", "elu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "mish", "relu6", "selu",
+                 "softsign", "tanhshrink"):
+        fn = getattr(F, name)
+        assert fn(input=x).tolist() == fn(x).tolist(), name
+    assert F.softmin(input=x, dim=0).tolist() == F.softmin(x, 0).tolist()
+    assert F.threshold(input=x, threshold=0.0, value=-1.0).tolist() == [-1.0, -1.0, 0.5, 2.0]
+    pair = tessel.tensor([1.0, 2.0, 3.0, 4.0])
+    assert F.glu(input=pair).tolist() == F.glu(pair).tolist()
+    h = tessel.tensor([0.0, 2.0], dtype=tessel.bfloat16)
+    assert F.hardswish(input=h).dtype == tessel.bfloat16
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
