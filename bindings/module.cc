@@ -9,6 +9,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/memory/allocator.h"
+#include "core/tensor/tensor_impl.h"
 
 namespace tessel::bindings {
 
@@ -26,6 +27,32 @@ PYBIND11_MODULE(_C, m) {
   BindTensorParallel(m);  // after BindDistributed: styles take its placements and meshes
   BindPipelining(m);
   m.def("memory_report", []() { return memory::Report(); });
+  // The ledger in bytes: {ledger: (live, peak)} plus "total", for CPU device `index` (this thread's device, a
+  // run_ranks rank's own, when -1); reset_peaks sets every peak there to its live value.
+  m.def("_memory_stats", [](int index) {
+    const Device device = index < 0 ? CurrentDevice() : Device::Cpu(index);
+    const memory::DeviceStats stats = memory::Stats(device);
+    py::dict out;
+    for (int l = 0; l < memory::kNumLedgers; ++l) {
+      const memory::Counter& c = stats.ledger[static_cast<size_t>(l)];
+      out[py::str(std::string(memory::LedgerName(static_cast<memory::Ledger>(l))))] = py::make_tuple(c.live, c.peak);
+    }
+    out["total"] = py::make_tuple(stats.total.live, stats.total.peak);
+    return out;
+  }, py::arg("index") = -1);
+  m.def("_reset_peak_memory", [](int index) { memory::ResetPeaks(index < 0 ? CurrentDevice() : Device::Cpu(index)); },
+        py::arg("index") = -1);
+  // Moves a dense tensor's bytes to the named ledger ("params", "grads", "optim", ...): what the Python layer
+  // makes that C++ does not see being made (a Parameter wrapping a tensor, a Python optimizer's state).
+  m.def("_retag_memory", [](const Tensor& t, const std::string& ledger) {
+    for (int l = 0; l < memory::kNumLedgers; ++l) {
+      const auto which = static_cast<memory::Ledger>(l);
+      if (memory::LedgerName(which) != ledger) continue;
+      if (t.defined() && !t.is_distributed()) t.impl()->RetagMemory(which);
+      return;
+    }
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "_retag_memory: no ledger named '", ledger, "'");
+  }, py::arg("tensor"), py::arg("ledger"));
   // torch.set_num_threads / get_num_threads: the calling thread's intra-op budget (core/base/parallel.h;
   // per thread, so each rank thread of run_ranks keeps its own).
   m.def("set_num_threads", [](int n) {

@@ -63,6 +63,19 @@ from ._C import (  # noqa: F401
     set_num_threads,
 )
 from ._dtypes import *  # noqa: F401,F403
+
+
+def memory_stats(rank=None):
+    """The memory ledger in bytes for this thread's device (a run_ranks rank's own; `rank` another one's):
+    {"params": {"live": n, "peak": n}, "grads": ..., "optim": ..., "activations": ..., "comm": ..., "offloaded":
+    ..., "other": ..., "total": ...}, the numbers memory_report() prints in MiB."""
+    raw = _C._memory_stats(-1 if rank is None else int(rank))
+    return {name: {"live": live, "peak": peak} for name, (live, peak) in raw.items()}
+
+
+def reset_peak_memory_stats(rank=None):
+    """Sets every peak of memory_stats(rank) to its live value (torch.cuda.reset_peak_memory_stats's role)."""
+    _C._reset_peak_memory(-1 if rank is None else int(rank))
 from ._tensor import (  # noqa: F401
     arange,
     as_tensor,

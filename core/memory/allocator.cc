@@ -209,7 +209,8 @@ std::unique_ptr<Block> Allocate(int64_t nbytes, Device device) {
   if (device.is_cpu()) {
     data = HostAlloc(nbytes);
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, data != nullptr, "memory::Allocate: out of host memory (",
-                      nbytes, " bytes requested on ", device, ")\n", Report(device));
+                      nbytes, " bytes requested on ", device, " for the '", LedgerName(current_ledger), "' ledger)\n",
+                      Report(device));
   } else {
     TESSEL_CHECK_CODE(ErrorCode::kUnimplemented, static_cast<bool>(CudaAllocator().alloc),
                       "memory::Allocate: no allocator registered for ", device,

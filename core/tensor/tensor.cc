@@ -37,7 +37,14 @@ void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
                     as_data ? "Tensor.data = value: not on a tensor with autograd history (shape "
                             : "Tensor.set_: not on a tensor that requires grad or has autograd history (shape ",
                     ShapeStr(sizes_), ")");
+  // A parameter's (or gradient's, optimizer state's) new bytes stay in its ledger: `p.data = p.data.half()`
+  // (Module.half / .to), load_state_dict(assign=True) moved a model's parameters to 'other'.
+  const memory::Ledger ledger = storage_.defined() ? storage_.ledger() : memory::Ledger::kOther;
+  const bool keep_ledger = source.storage_.defined() && (ledger == memory::Ledger::kParams ||
+                                                         ledger == memory::Ledger::kGrads ||
+                                                         ledger == memory::Ledger::kOptimState);
   storage_ = source.storage_;
+  if (keep_ledger) storage_.Retag(ledger);
   dtype_ = source.dtype_;  // `as_data` only: torch's `p.data = t.double()` (Module.to) makes p float64
   sizes_ = source.sizes_;
   strides_ = source.strides_;
@@ -271,6 +278,9 @@ void Tensor::set_grad(const Tensor& grad) const {
     TESSEL_CHECK(grad.dtype() == dtype(), "set_grad: gradient dtype ", DTypeName(grad.dtype()),
                  " does not match the tensor's ", DTypeName(dtype()), " (shape ", ShapeStr(sizes()), ")");
   }
+  // A gradient assigned by hand (p.grad = zeros_like(p)) is what backward then accumulates into: its bytes are
+  // grads, as AccumulateGrad's own (they stayed in the ledger they were made under).
+  if (grad.defined() && !grad.is_distributed()) grad.impl()->RetagMemory(memory::Ledger::kGrads);
   checked_impl()->EnsureAutogradMeta().grad = grad;
 }
 

@@ -144,6 +144,26 @@ TEST(TensorTest, AllocationsAreCountedOnTheCurrentDeviceAndLedger) {
   EXPECT_EQ(memory::Stats(Device::Cpu(50))[memory::Ledger::kParams].live, before);
 }
 
+// A parameter whose storage is replaced (Module.to's `p.data = p.data.half()`) keeps its bytes in the params
+// ledger, and a gradient assigned by hand is counted as grads: both stayed in the ledger they were made under.
+TEST(TensorTest, ReplacedParameterStorageAndAssignedGradientsKeepTheirLedgers) {
+  DeviceGuard g(Device::Cpu(51));
+  auto live = [](memory::Ledger l) { return memory::Stats(Device::Cpu(51))[l].live; };
+  Tensor p;
+  {
+    memory::LedgerScope s(memory::Ledger::kParams);
+    p = Zeros({256});
+  }
+  const int64_t params = live(memory::Ledger::kParams), other = live(memory::Ledger::kOther);
+  p.impl()->SetDataFrom(*Zeros({128}, DType::kBFloat16).impl(), /*as_data=*/true);
+  EXPECT_EQ(live(memory::Ledger::kParams) - params, 256 - 1024);
+  EXPECT_EQ(live(memory::Ledger::kOther), other);
+  const int64_t grads = live(memory::Ledger::kGrads);
+  Tensor q = Zeros({64});
+  q.set_grad(Zeros({64}));
+  EXPECT_EQ(live(memory::Ledger::kGrads) - grads, 256);
+}
+
 TEST(TensorTest, DataPtrChecksDtypeAndItemChecksNumel) {
   Tensor t = Zeros({2});
   using testing::ExpectErrorContains;

@@ -427,6 +427,7 @@ def _load_tensors_into(self, state_dict, strict, assign):
         if name in params and isinstance(value, Tensor):
             new = value.detach()
             new.requires_grad_(params[name].requires_grad)
+            _C._retag_memory(new, "params")  # the state dict's bytes are the parameter's now
             self._set_parameter(name, new)
     return _IncompatibleKeys(missing + complex_missing, unexpected)
 

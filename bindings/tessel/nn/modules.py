@@ -57,6 +57,7 @@ class Parameter(Tensor):
         Tensor.__init__(self, data if data.is_leaf else data.detach())
         if data.dtype.is_floating_point:
             self.requires_grad_(requires_grad)
+        _C._retag_memory(self, "params")  # its bytes are a parameter's now (a deepcopy's, an assign=True load's)
 
     def __deepcopy__(self, memo):
         """A Parameter copy (the values cloned, requires_grad kept), as torch's (it came back a plain Tensor)."""

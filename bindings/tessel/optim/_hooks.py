@@ -36,6 +36,22 @@ def _hooks(opt, name):
     return d
 
 
+def _retag_state(opt):
+    """A Python optimizer's state tensors (Rprop, ASGD, Adafactor, LBFGS, a user's subclass) are the memory
+    ledger's optimizer state, as the built-in optimizers' (they were counted as 'other')."""
+    from .. import _C
+
+    def retag(value):
+        if isinstance(value, _C.Tensor):
+            _C._retag_memory(value, "optim")
+        elif isinstance(value, (list, tuple)):  # LBFGS's direction and history
+            for v in value:
+                retag(v)
+    for entry in opt.state.values():
+        for value in (entry.values() if isinstance(entry, dict) else ()):
+            retag(value)
+
+
 def _hooked_step(step):
     @functools.wraps(step)
     def wrapper(*args, **kwargs):
@@ -48,6 +64,8 @@ def _hooked_step(step):
                                        % (step, result))
                 args, kwargs = result
         out = step(*args, **kwargs)
+        if getattr(self, "_python", False):
+            _retag_state(self)
         for hook in itertools.chain(_hooks(self, "_optimizer_step_post_hooks").values(), _global_post_hooks.values()):
             hook(self, args, kwargs)
         return out
