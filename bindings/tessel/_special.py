@@ -179,11 +179,18 @@ def hypot(x, y):
 
 @aligned
 def logaddexp(x, y):
-    """log(e^x + e^y) = max + log1p(e^-|x - y|); equal infinities give that infinity."""
+    """log(e^x + e^y): the value max + log1p(e^-|x - y|) (equal infinities give that infinity), the gradients
+    torch's e^(x - out) and e^(y - out), from a shifted log-sum-exp whose value is added as zero: the max
+    alone took the whole gradient at a tie (logaddexp(x, x) gave x 0 and y 1, not 1/2 each; logcumsumexp of
+    equal entries put all of each output's gradient on one of them)."""
     m = _C._functional.where(x > y, x, y)
     same = x == y
     d = _where(same, 0.0, (x - y).abs())
-    return m + (-d).exp().log1p()
+    value = (m + (-d).exp().log1p()).detach()
+    shift = _where(m.isfinite(), m, 0.0).detach()
+    soft = ((x - shift).exp() + (y - shift).exp()).log() + shift
+    zero = soft - soft.detach()  # (NaN where soft is infinite: both -inf, or +inf)
+    return value + _where(zero == zero, zero, 0.0)
 
 
 def logaddexp2(x, y):
@@ -342,10 +349,17 @@ def digamma(x):
 
 
 def logcumsumexp(x, dim):
-    """log(cumsum(exp(x))) along dim, shifted by the maximum so large inputs do not overflow."""
-    m = x.amax(dim, keepdim=True).detach()
-    m = _where(m.isfinite(), m, 0.0)  # an all -inf row: no inf - inf
-    return (x - m).exp().cumsum(dim).log() + m
+    """log(cumsum(exp(x))) along dim as a running logaddexp (torch's), in log2(n) steps of a parallel prefix
+    scan: entry i folds in entry i - 2^k at step k. One shift by the row's max underflowed the entries far below
+    it (logcumsumexp([0, 800]) gave [-inf, 800], a masked -1e4 gave -inf and a NaN gradient)."""
+    d = dim % x.ndim if x.ndim else 0
+    n = x.shape[d] if x.ndim else 1
+    y, step = x, 1
+    while step < n:
+        y = _C._functional.cat([y.narrow(d, 0, step),
+                                logaddexp(y.narrow(d, step, n - step), y.narrow(d, 0, n - step))], d)
+        step *= 2
+    return y
 
 
 _UNARY = dict(atan=atan, arctan=atan, asin=asin, arcsin=asin, acos=acos, arccos=acos, sinh=sinh, cosh=cosh,

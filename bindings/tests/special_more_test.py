@@ -117,5 +117,26 @@ def test_gradients_and_second_derivatives():
         S.gammainc(t([1.5], requires_grad=True), t([2.0])).backward()
 
 
+def test_logcumsumexp_is_a_running_logaddexp_without_underflow_and_logaddexp_splits_ties():
+    """One shift by the row's max underflowed entries far below it: logcumsumexp([0, 800]) gave [-inf, 800] and a
+    masked -1e4 a NaN gradient; logaddexp(x, x) gave all of its gradient to one argument. References: numpy's
+    logaddexp.accumulate in float64, and d(sum_i y_i)/dx_j = sum_{i >= j} exp(x_j - y_i)."""
+    for values in ([0.0, 800.0], [-1e4, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0], [3.0, -2.0, 7.5, 7.5, -40.0, 1.0]):
+        x = np.array(values)
+        want = np.logaddexp.accumulate(x)
+        t = tessel.tensor(x, requires_grad=True)
+        y = tessel.logcumsumexp(t, 0)
+        y.sum().backward()
+        np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+        grad = np.array([sum(np.exp(x[j] - want[i]) for i in range(j, len(x))) for j in range(len(x))])
+        np.testing.assert_allclose(t.grad.numpy(), grad, rtol=1e-12, atol=1e-12)
+    rows = tessel.tensor([[0.0, 800.0], [-1e4, 0.0]], dtype=tessel.float32)
+    np.testing.assert_allclose(tessel.logcumsumexp(rows, 1).numpy(), [[0.0, 800.0], [-1e4, 0.0]])
+    a, b = tessel.tensor([0.5, 2.0], requires_grad=True), tessel.tensor([0.5, -1.0], requires_grad=True)
+    tessel.logaddexp(a, b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [0.5, 1 / (1 + np.exp(-3.0))], rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), [0.5, 1 / (1 + np.exp(3.0))], rtol=1e-6)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
