@@ -111,5 +111,48 @@ def test_warnings_torch_gives():
         F.kl_div(t([-1., -2.], rg=False), t([0.5, 0.5], rg=False), reduction="batchmean")
 
 
+def test_long_reductions_into_few_outputs_are_as_accurate_as_torchs_cascade():
+    tessel = T
+    """Gradients through broadcasting (a bias over 2^20 rows: sum_to_size) and sums over a long leading dim with
+    a few columns summed their rows one after another in float32 (relative errors 1e-3 to 1e-2; torch's cascade
+    ~1e-7). Exact references: n * 0.1 in float64, rounded once."""
+    n = 1 << 20
+    b = tessel.zeros(4, requires_grad=True)
+    (tessel.zeros(n, 4) + b).backward(tessel.full((n, 4), 0.1))
+    want = n * float(np.float32(0.1))
+    np.testing.assert_allclose(b.grad.numpy(), [want] * 4, rtol=2e-7)
+    col = tessel.full((n, 1), 0.1)
+    np.testing.assert_allclose(tessel.zeros(1, 1, requires_grad=True).expand(n, 1).sum().item(), 0.0)
+    np.testing.assert_allclose(tessel.full((n, 2), 0.1).sum(0).numpy(), [want] * 2, rtol=2e-6)  # (was 1.5e-4 off)
+    np.testing.assert_allclose(tessel.full((n, 2), 0.1).mean(0).numpy(), [float(np.float32(0.1))] * 2, rtol=2e-6)
+    assert col.sum().item() == pytest.approx(want, rel=2e-7)
+
+
+def test_cross_entropy_keeps_its_digits_for_large_logits():
+    tessel = T
+    """-log softmax(x)[t] as (max - x[t]) + log sum exp(x - max): computed as (max + log sum) - x[t] a confident
+    row's loss (one logit 40, 999 at 20) came out 0, and logits near 1e4 lost three digits in the loss and its
+    gradient. References in float64."""
+    F = tessel.nn.functional
+    row = np.full((1, 1000), 20.0, np.float32)
+    row[0, 0] = 40.0
+    want = np.log1p(999 * np.exp(-20.0))
+    got = F.cross_entropy(tessel.tensor(row), tessel.tensor([0])).item()
+    assert got == pytest.approx(want, rel=1e-5)
+    rng = np.random.default_rng(0)
+    x = (1e4 + rng.standard_normal((8, 50))).astype(np.float32)
+    t = rng.integers(0, 50, 8)
+    x64 = x.astype(np.float64)
+    lse = x64.max(1) + np.log(np.exp(x64 - x64.max(1, keepdims=True)).sum(1))
+    loss64 = np.mean(lse - x64[np.arange(8), t])
+    p = np.exp(x64 - lse[:, None])
+    p[np.arange(8), t] -= 1
+    logits = tessel.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(logits, tessel.tensor(t))
+    loss.backward()
+    assert loss.item() == pytest.approx(loss64, rel=1e-5)
+    np.testing.assert_allclose(logits.grad.numpy(), p / 8, rtol=1e-4, atol=1e-7)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

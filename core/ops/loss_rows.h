@@ -36,12 +36,14 @@ Eigen::Map<const RowArray<ComputeT<T>>> LoadRow(const T* src, int64_t n, RowArra
   }
 }
 
-// out[0, n) = (exp(row - lse) - onehot(target)) · scale: cross-entropy's gradient row, exactly 0 at -inf
-// (masked) logits as in torch (exact_math.h). `target` outside [0, n) (another shard's class) subtracts
-// nothing. A 16-bit row is computed in `buf` and rounded once.
+// out[0, n) = (softmax(row) - onehot(target)) · scale with softmax = exp(row - m) · inv_sum (m the row's max,
+// inv_sum 1 / Σ exp(row - m): exp(row - lse) rounded a large max into lse first, so the gradients of logits
+// near 1e4 lost three digits): cross-entropy's gradient row, exactly 0 at -inf (masked) logits as in torch
+// (exact_math.h). `target` outside [0, n) (another shard's class) subtracts nothing. A 16-bit row is computed
+// in `buf` and rounded once.
 template <typename T>
-void SoftmaxGradRow(const Eigen::Map<const RowArray<ComputeT<T>>>& row, ComputeT<T> lse, ComputeT<T> scale,
-                    int64_t target, T* out, RowArray<ComputeT<T>>& buf) {
+void SoftmaxGradRow(const Eigen::Map<const RowArray<ComputeT<T>>>& row, ComputeT<T> m, ComputeT<T> inv_sum,
+                    ComputeT<T> scale, int64_t target, T* out, RowArray<ComputeT<T>>& buf) {
   using C = ComputeT<T>;
   const int64_t n = row.size();
   C* grad;
@@ -51,9 +53,9 @@ void SoftmaxGradRow(const Eigen::Map<const RowArray<ComputeT<T>>>& row, ComputeT
     buf.resize(n);
     grad = buf.data();
   }
-  ExpInto(row.data(), lse, grad, n);
+  ExpInto(row.data(), m, grad, n);
   Eigen::Map<RowArray<C>> g(grad, n);
-  g *= scale;
+  g *= scale * inv_sum;
   if (target >= 0 && target < n) g[target] -= scale;
   if constexpr (!std::is_same_v<T, C>) {
     for (int64_t j = 0; j < n; ++j) out[j] = FromCompute<T>(grad[j]);

@@ -208,8 +208,12 @@ void ReduceSlab(const T* p, int64_t R, int64_t K, int64_t a, int64_t k0, int64_t
     dst[0] = ReduceRun(base + r0, r1 - r0, r);
     return;
   }
-  A total[kCols], blk[kCols];
-  std::fill(total, total + m, Rd::Init());
+  // Block totals join by cascade (a binary counter of partial totals: level l holds 2^l blocks), so the float
+  // error grows with kRowBlock + log2(R / kRowBlock) instead of R / kRowBlock: [5M, 2].sum(0) in float32 was
+  // 3.7e-4 off (3140 ulps) when the totals joined one after another (torch's cascade: 9e-7).
+  A blk[kCols];
+  std::vector<A> level;     // level l's partial total at [l * m, (l + 1) * m)
+  std::vector<bool> full;   // whether level l holds one
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
     std::fill(blk, blk + m, Rd::Init());
     const int64_t re = std::min(r1, rb + kRowBlock);
@@ -217,9 +221,20 @@ void ReduceSlab(const T* p, int64_t R, int64_t K, int64_t a, int64_t k0, int64_t
       const T* row = base + i * K;
       for (int64_t k = 0; k < m; ++k) blk[k] = Rd::Combine(blk[k], r.Map(static_cast<A>(ToCompute(row[k]))));
     }
-    for (int64_t k = 0; k < m; ++k) total[k] = Rd::Combine(total[k], blk[k]);
+    size_t l = 0;
+    for (; l < full.size() && full[l]; ++l) {  // carry: merge with each full level
+      for (int64_t k = 0; k < m; ++k) blk[k] = Rd::Combine(level[l * m + k], blk[k]);
+      full[l] = false;
+    }
+    if (l == full.size()) full.push_back(false), level.resize(full.size() * m);
+    std::copy(blk, blk + m, level.begin() + static_cast<int64_t>(l) * m);
+    full[l] = true;
   }
-  std::copy(total, total + m, dst);
+  std::fill(dst, dst + m, Rd::Init());
+  for (size_t l = full.size(); l-- > 0;) {  // the largest (earliest) partial first
+    if (!full[l]) continue;
+    for (int64_t k = 0; k < m; ++k) dst[k] = Rd::Combine(dst[k], level[l * m + k]);
+  }
 }
 
 // acc[A * K] = unfinished reduction of [A, R, K] data over R.

@@ -88,6 +88,7 @@ Tensor ContiguousRows(const Tensor& x) {
 struct RowStats {
   std::vector<double> lse;
   std::vector<double> target_logit;
+  std::vector<double> max, sum;  // lse = max + log(sum): the gradient's softmax is exp(x - max) / sum
 };
 
 // Local pass 1 (pm: row maxima, -inf for an empty slice) and pass 2 (ps[r]: Σ exp(x - m[r]); ps[n + r]: the
@@ -134,6 +135,8 @@ RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vect
   for (int64_t r = 0; r < n; ++r) {
     st.lse.push_back(pm[r] + std::log(ps[r]));
     st.target_logit.push_back(ps[n + r]);
+    st.max.push_back(pm[r]);
+    st.sum.push_back(ps[r]);
   }
   return st;
 }
@@ -154,9 +157,9 @@ void LocalSoftmaxGrad(const T* x, T* out, int64_t n, int64_t c, int64_t c0, cons
         continue;
       }
       const C s = static_cast<C>(scale[static_cast<size_t>(r)]);
-      const C lse = static_cast<C>(st.lse[static_cast<size_t>(r)]);
+      const auto i = static_cast<size_t>(r);
       const auto row = LoadRow(x + r * c, c, buf);
-      SoftmaxGradRow(row, lse, s, target_r - c0, orow, grad);
+      SoftmaxGradRow(row, static_cast<C>(st.max[i]), static_cast<C>(1.0 / st.sum[i]), s, target_r - c0, orow, grad);
     }
   });
 }
