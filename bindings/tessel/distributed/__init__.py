@@ -15,6 +15,7 @@ import datetime
 import functools
 import inspect
 import os
+import sys
 import threading
 import warnings
 
@@ -382,8 +383,10 @@ def destroy_process_group(group=None):
         _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
-    if getattr(_local, "in_run_ranks", False) and is_initialized():
-        # Peers waiting for this rank fail at once, as on gloo where the group's connections close.
+    if getattr(_local, "in_run_ranks", False) and is_initialized() and sys.exc_info()[0] is None:
+        # Peers waiting for this rank fail at once, as on gloo where the group's connections close. Not while an
+        # exception unwinds through a `finally:` here: the rank is failing, and its failure (run_ranks aborts the
+        # world with it at once) is the root cause its peers must report, not this departure.
         _C._threads_set_departed(_local.world, True)
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
     if not getattr(_local, "in_run_ranks", False):
