@@ -158,7 +158,9 @@ void BindProcessGroups(py::module_& m) {
     });
   }, py::arg("world_size"), py::arg("fn"),
         "Runs fn(world) on world_size in-process ranks (threads backend); rethrows the first failure");
-  m.def("_threads_set_departed", &comm::SetThreadsRankDeparted, py::arg("group"), py::arg("departed"),
+  m.def("_threads_set_departed", [](const comm::ProcessGroupPtr& group, bool departed) {
+    NoGil([&] { comm::SetThreadsRankDeparted(group, departed); });  // (joining again waits for the other ranks)
+  }, py::arg("group"), py::arg("departed"),
         "destroy_process_group (True) / init_process_group (False) of a run_ranks rank: peers waiting for it "
         "fail at once while it is away");
   m.def("init_process_group", []() { return NoGil([] { return comm::InitProcessGroupFromEnv(); }); },

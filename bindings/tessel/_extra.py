@@ -151,7 +151,6 @@ def _softplus1(z):
     return w(pos, -z, z).exp().log1p() + w(pos, z, _C._full([], 0.0, z.dtype))
 
 
-@aligned
 def _opmath(fn):
     """A 16-bit (bfloat16 / float16) input computed in float32 and rounded once, as torch's kernels compute
     them: the formula composed in the input's dtype rounds every intermediate (bf16 hardswish, mish, glu,
@@ -169,15 +168,18 @@ def _opmath(fn):
     return wrapped
 
 
+@aligned
 @_opmath
-def softplus(x, beta=1.0, threshold=20.0):
+def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta·x)) / beta, linear above threshold (torch's)."""
+    x = input  # (torch's parameter name: F.softplus(input=...))
     z = x * beta
     return _C._functional.where(z > threshold, x, _softplus1(z) / beta)
 
 
 @_opmath
-def logsigmoid(x):
+def logsigmoid(input):
+    x = input  # (torch's parameter name: F.logsigmoid(input=...))
     return -softplus(-x) + 0.0  # (+0, not -0, where softplus(-x) underflows: torch's)
 
 

@@ -275,7 +275,12 @@ void RankMain(int rank, const std::shared_ptr<GroupRendezvous>& world_group, int
 void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed) {
   const auto* threads = dynamic_cast<const ThreadsProcessGroup*>(group.get());
   if (threads == nullptr) return;
-  threads->world().SetDeparted(threads->global_ranks()[static_cast<size_t>(threads->rank())], departed);
+  const int global = threads->global_ranks()[static_cast<size_t>(threads->rank())];
+  if (departed) {
+    threads->world().SetDeparted(global, true);
+  } else {
+    threads->world().Rejoin(global, group->timeout());
+  }
 }
 
 void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& fn, const RunRanksOptions& options) {

@@ -41,7 +41,9 @@ void RunRanks(int world_size, const std::function<void(ProcessGroupPtr world)>& 
 // Marks the rank of `group` (one of a RunRanks world's groups; no effect on another backend's) as having left
 // every group of its world (destroy_process_group: `departed` true) or joined them again (false): while it is
 // away, a peer's collective or p2p op waiting for it fails at once, naming it and saying so, as gloo peers
-// fail when a destroyed group's connections close, instead of waiting until its thread returns.
+// fail when a destroyed group's connections close, instead of waiting until its thread returns. Joining again
+// is a rendezvous of the whole world, as torch's init_process_group: it returns once every rank has joined
+// (ThreadsWorld::Rejoin), so no rank's next call finds a peer still away.
 void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed);
 
 int RunRanksWithRestarts(int world_size, int max_restarts,

@@ -138,20 +138,26 @@ TEST(ThreadsErrorsTest, PeerThatDestroyedItsProcessGroupFailsWaitersAtOnceNaming
       options);
 }
 
-// A rank that left and joined again (init_process_group after destroy_process_group) before its peers' next
-// call takes part in it as before.
-TEST(ThreadsErrorsTest, RankThatRejoinsAfterDestroyingItsProcessGroupTakesPartAgain) {
-  std::atomic<bool> back{false};
+// Every rank leaves and joins again (a script in two phases, each init_process_group ... destroy_process_group),
+// rank 1 slower: joining again is a rendezvous (ThreadsWorld::Rejoin), so rank 0's next collective does not find
+// rank 1 still away (it failed "called destroy_process_group()" before the rendezvous); a rank that returns
+// instead of joining fails the joiners at once, naming it.
+TEST(ThreadsErrorsTest, RanksThatRejoinAfterDestroyingTheirProcessGroupMeetAgain) {
   RunRanks(2, [&](ProcessGroupPtr pg) {
-    if (pg->rank() == 1) {
+    for (int phase = 0; phase < 2; ++phase) {
+      Tensor t = Full({1}, static_cast<double>(pg->rank() + 1 + phase));
+      pg->AllReduce(t, ReduceOp::kSum)->Wait();
+      EXPECT_EQ(t.item<float>(), static_cast<float>(3 + 2 * phase));
       SetThreadsRankDeparted(pg, true);
+      if (pg->rank() == 1) std::this_thread::sleep_for(milliseconds(200));
       SetThreadsRankDeparted(pg, false);
-      back = true;
     }
-    while (!back.load()) std::this_thread::sleep_for(milliseconds(1));
-    Tensor t = Full({1}, static_cast<double>(pg->rank() + 1));
-    pg->AllReduce(t, ReduceOp::kSum)->Wait();
-    EXPECT_EQ(t.item<float>(), 3.0f);
+  });
+  RunRanks(2, [](ProcessGroupPtr pg) {
+    SetThreadsRankDeparted(pg, true);
+    if (pg->rank() == 1) return;
+    ExpectErrorContains([&] { SetThreadsRankDeparted(pg, false); }, ErrorCode::kAborted,
+                        {"init_process_group on rank 0", "rank(s) 1 returned from RunRanks"});
   });
 }
 

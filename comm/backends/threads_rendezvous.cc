@@ -391,6 +391,7 @@ void ThreadsWorld::Abort(int global_rank, const std::string& message) {
     abort_message_ = Str("rank ", global_rank, " failed: ", message);
     aborted_.store(true, std::memory_order_release);
   }
+  rejoin_cv_.notify_all();
   WakeAllGroups();
 }
 
@@ -399,6 +400,7 @@ void ThreadsWorld::MarkExited(int global_rank) {
     std::lock_guard<std::mutex> lock(mu_);
     exited_.at(static_cast<size_t>(global_rank)) = true;
   }
+  rejoin_cv_.notify_all();
   WakeAllGroups();
 }
 
@@ -408,6 +410,39 @@ void ThreadsWorld::SetDeparted(int global_rank, bool departed) {
     departed_.at(static_cast<size_t>(global_rank)) = departed;
   }
   if (departed) WakeAllGroups();
+}
+
+void ThreadsWorld::Rejoin(int global_rank, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto me = static_cast<size_t>(global_rank);
+  departed_.at(me) = false;
+  const int gen = ++generation_.at(me);
+  rejoin_cv_.notify_all();
+  std::string gone;
+  const bool joined = rejoin_cv_.wait_for(lock, timeout, [&] {
+    if (aborted_.load(std::memory_order_acquire)) return true;
+    gone.clear();
+    bool all = true;
+    for (size_t r = 0; r < generation_.size(); ++r) {
+      if (generation_[r] >= gen) continue;
+      all = false;
+      if (exited_[r]) gone += Str(gone.empty() ? "" : ", ", r);
+    }
+    return all || !gone.empty();
+  });
+  if (aborted_.load(std::memory_order_acquire)) {
+    TESSEL_FAIL(ErrorCode::kAborted, abort_message_, " (while rank ", global_rank, " waited in init_process_group)");
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kAborted, gone.empty(), "init_process_group on rank ", global_rank, ": rank(s) ", gone,
+                    " returned from RunRanks without calling init_process_group again");
+  if (!joined) {
+    std::string missing;
+    for (size_t r = 0; r < generation_.size(); ++r) {
+      if (generation_[r] < gen) missing += Str(missing.empty() ? "" : ", ", r);
+    }
+    TESSEL_FAIL(ErrorCode::kDeadlineExceeded, "init_process_group on rank ", global_rank, " timed out after ",
+                timeout.count(), " ms: rank(s) ", missing, " did not call init_process_group again");
+  }
 }
 
 ThreadsWorld::Presence ThreadsWorld::presence(int global_rank) const {

@@ -172,6 +172,11 @@ class ThreadsWorld {
   // Records that a rank left its groups (destroy_process_group: `departed` true; it wakes every group's
   // waiters as MarkExited does) or joined them again (init_process_group after it: false).
   void SetDeparted(int global_rank, bool departed);
+  // init_process_group after destroy_process_group: the rank joins the next generation of its world and waits
+  // until every other rank has joined it too, as torch's init is a rendezvous (a fast rank's next collective
+  // would otherwise find a slow peer still departed and fail). Throws kAborted when a rank that has not joined
+  // returns from RunRanks (or the world aborts), kDeadlineExceeded after `timeout`.
+  void Rejoin(int global_rank, std::chrono::milliseconds timeout);
   // Why a rank will not post again: its function returned (kReturned), it called destroy_process_group
   // (kDeparted), or neither (kPresent).
   enum class Presence { kPresent, kReturned, kDeparted };
@@ -209,6 +214,8 @@ class ThreadsWorld {
   std::atomic<bool> aborted_{false};
   std::vector<bool> exited_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
   std::vector<bool> departed_ = std::vector<bool>(static_cast<size_t>(world_size_), false);
+  std::vector<int> generation_ = std::vector<int>(static_cast<size_t>(world_size_), 0);  // Rejoin calls per rank
+  std::condition_variable rejoin_cv_;  // generation_, exited_, aborted_ changes (under mu_)
   std::string abort_message_;
   int first_failed_rank_ = -1;
   std::map<std::string, std::weak_ptr<GroupRendezvous>> groups_;

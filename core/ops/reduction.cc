@@ -212,6 +212,14 @@ void ReduceSlab(const T* p, int64_t R, int64_t K, int64_t a, int64_t k0, int64_t
   // error grows with kRowBlock + log2(R / kRowBlock) instead of R / kRowBlock: [5M, 2].sum(0) in float32 was
   // 3.7e-4 off (3140 ulps) when the totals joined one after another (torch's cascade: 9e-7).
   A blk[kCols];
+  if (r1 - r0 <= kRowBlock) {  // one block (no cascade, no allocation)
+    std::fill(dst, dst + m, Rd::Init());
+    for (int64_t i = r0; i < r1; ++i) {
+      const T* row = base + i * K;
+      for (int64_t k = 0; k < m; ++k) dst[k] = Rd::Combine(dst[k], r.Map(static_cast<A>(ToCompute(row[k]))));
+    }
+    return;
+  }
   std::vector<A> level;     // level l's partial total at [l * m, (l + 1) * m)
   std::vector<bool> full;   // whether level l holds one
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {

@@ -115,8 +115,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         if timeout is not None and "WORLD_SIZE" in os.environ:  # the gloo rendezvous waits this long too
             os.environ["TESSEL_COMM_TIMEOUT_MS"] = str(max(1, int(timeout.total_seconds() * 1000)))
     world = _init_world()
-    if getattr(_local, "in_run_ranks", False):
-        _C._threads_set_departed(world, False)  # back in its groups after a destroy_process_group
+    if getattr(_local, "in_run_ranks", False) and getattr(_local, "departed", False):
+        # back in its groups after a destroy_process_group: a rendezvous of every rank, as torch's init
+        _C._threads_set_departed(world, False)
+        _local.departed = False
     if timeout is not None:
         world.timeout = timeout  # every call of the default group, and of groups made from it
     if world_size not in (-1, world.size) or rank not in (-1, world.rank):
@@ -388,6 +390,7 @@ def destroy_process_group(group=None):
         # exception unwinds through a `finally:` here: the rank is failing, and its failure (run_ranks aborts the
         # world with it at once) is the root cause its peers must report, not this departure.
         _C._threads_set_departed(_local.world, True)
+        _local.departed = True
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None

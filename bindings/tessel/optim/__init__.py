@@ -473,11 +473,21 @@ class Optimizer(_hooks.HookMethods):
         are copied at once, through memo, as torch's) with a copy of its state and options. A built-in optimizer
         (its state in C++) is rebuilt from its class, options and state_dict(); step hooks are not copied."""
         import copy
+        from ..nn._copy import _copied_tensor
         cls = type(self)
+        # Each parameter's copy is the one a model copied in the same deepcopy gets (Module.__deepcopy__ keys its
+        # copies by the tensor's data, not by id): one memo entry per parameter, whichever is copied first.
+        for group in self.param_groups:
+            for p in group["params"]:
+                if id(p) not in memo:
+                    memo[id(p)] = _copied_tensor(p, memo)
         if self._python:  # plain Python state: the default deep copy
             new = cls.__new__(cls)
             memo[id(self)] = new
-            new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+            # (not a scheduler's step wrapper: a closure over this optimizer, which the copy would step)
+            own = {k: v for k, v in self.__dict__.items()
+                   if not (k == "step" and getattr(v, "_wrapped_by_lr_sched", False))}
+            new.__dict__.update(copy.deepcopy(own, memo))
             return new
         groups = [copy.deepcopy(dict(g), memo) for g in self.param_groups]
         import inspect
