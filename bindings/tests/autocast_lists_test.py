@@ -305,6 +305,13 @@ def test_grad_scaler_scales_a_0d_half_loss_in_float32_and_refuses_a_step_without
         scaler.unscale_(opt2)
 
 
+def test_index_copy_of_bfloat16_into_float16_promotes_to_float32_under_autocast():
+    x = tessel.zeros(2, 2, dtype=tessel.float16)
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        y = x.index_copy(0, tessel.tensor([1]), tessel.ones(1, 2, dtype=tessel.bfloat16))
+    assert y.dtype == tessel.float32 and y.tolist() == [[0.0, 0.0], [1.0, 1.0]]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 

@@ -266,6 +266,8 @@ def test_activations_take_torchs_input_keyword():
         fn = getattr(F, name)
         assert fn(input=x).tolist() == fn(x).tolist(), name
     assert F.softmin(input=x, dim=0).tolist() == F.softmin(x, 0).tolist()
+    assert F.softplus(input=x).tolist() == F.softplus(x).tolist()
+    assert F.logsigmoid(input=x).tolist() == F.logsigmoid(x).tolist()
     assert F.threshold(input=x, threshold=0.0, value=-1.0).tolist() == [-1.0, -1.0, 0.5, 2.0]
     pair = tessel.tensor([1.0, 2.0, 3.0, 4.0])
     assert F.glu(input=pair).tolist() == F.glu(pair).tolist()

@@ -548,5 +548,19 @@ def test_rmsprop_state_lists_its_buffers_in_torchs_order():
     assert list(opt.state_dict()["state"][0]) == ["step", "square_avg", "momentum_buffer", "grad_avg"]
 
 
+def test_deepcopy_of_a_python_optimizer_with_a_scheduler_steps_the_copy():
+    """A scheduler wraps optimizer.step in a closure over the optimizer; the copy took that closure along and
+    stepped the original's parameters."""
+    import copy
+    p = nn.Parameter(tessel.ones(3))
+    opt = tessel.optim.Rprop([p], lr=0.1)
+    S.StepLR(opt, 1)
+    opt2 = copy.deepcopy(opt)
+    q = opt2.param_groups[0]["params"][0]
+    p.grad, q.grad = tessel.ones(3), tessel.ones(3)
+    opt2.step()
+    assert p.tolist() == [1.0] * 3 and q.tolist() == [np.float32(0.9)] * 3
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -138,5 +138,16 @@ def test_logcumsumexp_is_a_running_logaddexp_without_underflow_and_logaddexp_spl
     np.testing.assert_allclose(b.grad.numpy(), [0.5, 1 / (1 + np.exp(3.0))], rtol=1e-6)
 
 
+def test_logaddexp_gradients_at_infinities_and_logcumsumexp_dims():
+    x = tessel.tensor(math.inf, requires_grad=True)
+    tessel.logaddexp(x, tessel.tensor(1.0)).backward()
+    assert x.grad.item() == 1.0  # torch's sigmoid(x - y); NaN for a moment today
+    y = tessel.tensor(-math.inf, requires_grad=True)
+    tessel.logaddexp(y, tessel.tensor(1.0)).backward()
+    assert y.grad.item() == 0.0
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tessel.logcumsumexp(tessel.ones(2, 3), 2)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
