@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <exception>
 #include <numeric>
+#include <thread>
 #include <utility>
 
 #include "comm/backends/threads_rendezvous.h"
@@ -137,6 +138,11 @@ class ThreadsProcessGroup final : public ProcessGroup {
   int size() const override { return rendezvous_->size(); }
   const std::vector<int>& global_ranks() const override { return rendezvous_->global_ranks(); }
   ThreadsWorld& world() const { return *rendezvous_->world(); }
+  // Until this rank's queued collectives and sends / receives have run (or failed at their timeout): an isend
+  // never waited on still goes out before the rank counts as departed (its receiver would fail on it).
+  void WaitIdle() const {
+    while (thread_->busy() || p2p_thread_.busy()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::string backend_name() const override { return "threads"; }
 
   WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
@@ -277,6 +283,7 @@ void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed) {
   if (threads == nullptr) return;
   const int global = threads->global_ranks()[static_cast<size_t>(threads->rank())];
   if (departed) {
+    threads->WaitIdle();
     threads->world().SetDeparted(global, true);
   } else {
     threads->world().Rejoin(global, group->timeout());
