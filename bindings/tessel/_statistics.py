@@ -153,6 +153,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     w = None if weight is None else weight.detach().to(_dtypes.float64).numpy().reshape(-1)
     if isinstance(b, _int) and range is None and x.size:
         range = (_float(x.min()), _float(x.max()))
+    if isinstance(b, _int):
+        # the equal-width edges as they are returned (in the input's dtype), and the binning against those: a
+        # float32 0.7 fell in bin 6 of (0, 1) / 10 against float64 edges, although it equals the returned
+        # edges[7] (torch's bin 7)
+        exact = np.histogram_bin_edges(x, bins=b, range=range)
+        b = _C._from_numpy(np.ascontiguousarray(exact)).to(input.dtype).to(_dtypes.float64).numpy()
+        range = None
     hist, edges = np.histogram(x, bins=b, range=range, weights=w, density=density)
     return _HISTOGRAM(_C._from_numpy(np.ascontiguousarray(hist, dtype=np.float64)).to(input.dtype),
                       _C._from_numpy(np.ascontiguousarray(edges, dtype=np.float64)).to(input.dtype))

@@ -162,5 +162,18 @@ def test_dot_sums_its_products_accurately():
     assert got == pytest.approx(n * float(np.float32(0.1)), rel=1e-6)
 
 
+def test_histogram_bins_each_value_between_the_edges_it_returns():
+    """Equal-width bins were chosen against float64 edges while the float32 edges were returned: a float32 0.7
+    equal to the returned edges[7] was counted in bin 6 (torch's bin 7)."""
+    values = T.tensor([0.7, 0.3, 0.6, 0.1, 0.9, 0.2])
+    hist, edges = T.histogram(values, 10, range=(0.0, 1.0))
+    e = edges.numpy()
+    want = np.zeros(10)
+    for v in values.numpy():
+        want[min(int(np.searchsorted(e, v, side="right")) - 1, 9)] += 1
+    assert hist.tolist() == want.tolist()
+    assert hist.tolist()[7] == 1.0 and hist.tolist()[6] == 1.0
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
