@@ -197,7 +197,16 @@ def elu(input, alpha=1.0, inplace=False):
     x = input  # (torch's parameter name: F.elu(input=...))
     w = _C._functional.where
     pos = x > 0
-    return w(pos, x, w(pos, _scalar_like(x, 0.0), x).expm1() * alpha)
+    return w(pos, x, _expm1_with_exp_gradient(w(pos, _scalar_like(x, 0.0), x)) * alpha)
+
+
+def _expm1_with_exp_gradient(z):
+    """expm1(z)'s value with exp(z)'s gradient (torch's elu backward): expm1's own gradient, its result + 1,
+    underflows to 0 below z = -17 in float32 (-38 in float64) where exp(z) is still 2e-9 (elu, selu, celu's
+    gradients far left were 0). At z = 0 expm1 itself (its -0 kept, gradient exactly 1)."""
+    e = z.expm1()
+    ez = z.exp()
+    return _C._functional.where(z == 0, e, e.detach() + (ez - ez.detach()))
 
 
 @honours_inplace
@@ -243,7 +252,7 @@ def celu(input, alpha=1.0, inplace=False):
     x = input  # (torch's parameter name: F.celu(input=...))
     w = _C._functional.where
     pos = x > 0
-    return w(pos, x, (w(pos, _scalar_like(x, 0.0), x) / alpha).expm1() * alpha)  # (elu's form: gradient 1 at 0)
+    return w(pos, x, _expm1_with_exp_gradient(w(pos, _scalar_like(x, 0.0), x) / alpha) * alpha)  # (elu's form)
 
 
 @honours_inplace

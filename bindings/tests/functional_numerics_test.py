@@ -187,5 +187,16 @@ def test_layer_norm_of_a_very_long_row_with_a_large_mean_keeps_its_accuracy():
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-4
 
 
+def test_elu_family_gradients_far_left_are_exp_not_zero():
+    """expm1's gradient (its result + 1) underflowed to 0 below -17 in float32 and -38 in float64; torch's elu
+    backward is alpha * exp(x). References: math.exp."""
+    import math
+    for dtype, x0 in ((T.float32, -20.0), (T.float64, -40.0)):
+        for fn, scale in ((F.elu, 1.0), (F.celu, 1.0), (F.selu, 1.0507009873554805 * 1.6732632423543772)):
+            x = T.tensor([x0], dtype=dtype, requires_grad=True)
+            fn(x).sum().backward()
+            assert x.grad.item() == pytest.approx(scale * math.exp(x0), rel=1e-5), fn.__name__
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
