@@ -6,6 +6,7 @@ clamp that passes the gradient, a repeated multilabel target counted twice, cros
 differentiable in weight, BCE's unclamped target gradient and its target range check, replicate padding wider
 than the input, a NaN grid point, mixed-dtype rms_norm and SDPA masks, pdist(p=0)'s zero gradient, and torch's
 refusal of class weights that require grad where its kernels have no gradient for them."""
+import math
 import sys
 import warnings
 
@@ -196,6 +197,14 @@ def test_elu_family_gradients_far_left_are_exp_not_zero():
             x = T.tensor([x0], dtype=dtype, requires_grad=True)
             fn(x).sum().backward()
             assert x.grad.item() == pytest.approx(scale * math.exp(x0), rel=1e-5), fn.__name__
+
+
+def test_cross_entropy_of_rows_with_infinite_logits_is_torchs():
+    inf = math.inf
+    for row, t, want in (([inf, 1.0, 0.0], 1, "nan"), ([inf, 1.0, 0.0], 0, "nan"), ([-inf, -inf, -inf], 0, "nan"),
+                         ([1.0, -inf, 0.0], 1, "inf")):
+        got = F.cross_entropy(T.tensor([row]), T.tensor([t])).item()
+        assert (math.isnan(got) if want == "nan" else got == inf), (row, t, got)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ template <typename C>
 C RowNll(const Eigen::Map<const RowArray<C>>& row, int64_t t) {
   Eigen::Index arg = 0;
   const C m = row.maxCoeff(&arg);
+  // An infinite max (+inf, or a row of -inf) makes torch's log-softmax NaN: so is the loss (m - x[t] read inf).
+  if (!std::isfinite(m)) return std::numeric_limits<C>::quiet_NaN();
   const Eigen::Index n = row.size();
   const C rest = (row.head(arg) - m).exp().sum() + (row.tail(n - arg - 1) - m).exp().sum();
   return (m - row[t]) + std::log1p(rest);
