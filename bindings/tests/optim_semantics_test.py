@@ -562,5 +562,33 @@ def test_deepcopy_of_a_python_optimizer_with_a_scheduler_steps_the_copy():
     assert p.tolist() == [1.0] * 3 and q.tolist() == [np.float32(0.9)] * 3
 
 
+def test_get_optimizer_state_dict_of_nadam_holds_torchs_mu_product_and_loads_back():
+    """torch's NAdam state keeps mu_product; the distributed state dict dropped it (tessel's C++ NAdam rebuilds it
+    from the step), so a checkpoint taken to torch lacked a key its NAdam needs. It equals the C++ optimizer's own
+    running product (state_dict()) and a load skips it."""
+    from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    def make():
+        tessel.manual_seed(0)
+        return nn.Sequential(nn.Linear(3, 2))
+    model = make()
+    opt = tessel.optim.NAdam(model.parameters(), lr=0.01)
+    for _ in range(7):
+        model(tessel.ones(4, 3)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    sd = get_optimizer_state_dict(model, opt)
+    assert sorted(sd["state"]["0.weight"]) == ["exp_avg", "exp_avg_sq", "mu_product", "step"]
+    assert sd["state"]["0.weight"]["mu_product"].item() == opt.state_dict()["state"][0]["mu_product"].item()
+    model2 = make()
+    model2.load_state_dict(model.state_dict())
+    opt2 = tessel.optim.NAdam(model2.parameters(), lr=0.01)
+    set_optimizer_state_dict(model2, opt2, sd)
+    for m, o in ((model, opt), (model2, opt2)):
+        m(tessel.ones(4, 3)).sum().backward()
+        o.step()
+    assert all(a.tolist() == b.tolist() for a, b in zip(model.parameters(), model2.parameters()))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -20,6 +20,18 @@ def _step_out(v):
     return _C._full([], float(v), _C.dtype.float32) if not isinstance(v, _C.Tensor) else v
 
 
+def _nadam_mu_product(options, step):
+    """torch NAdam's state "mu_product", the product of its momentum coefficients mu_t = beta1 (1 - 0.5 *
+    0.96^(t * momentum_decay)) over the steps taken, kept in float32 as torch's tensor (tessel's C++ NAdam
+    rebuilds it from the step count, so its internal entries hold none; torch's checkpoints need it)."""
+    import numpy as np
+    beta1, decay = float(options["betas"][0]), float(options["momentum_decay"])
+    product = np.float32(1.0)
+    for t in range(1, int(float(step)) + 1):
+        product = np.float32(product * np.float32(beta1 * (1.0 - 0.5 * 0.96 ** (t * decay))))
+    return _C._full([], float(product), _C.dtype.float32)
+
+
 def _step_in(key, v):
     if isinstance(v, _C.Tensor):
         if v.numel() != 1:
@@ -59,6 +71,10 @@ def nested(model, opts, internals):
                     entry[k.rsplit(".", 1)[1]] = v
         for fqns, options in _groups(model, opt, internal):
             groups.append(dict(options, params=list(fqns)))
+            if type(opt).__name__ == "NAdam":
+                for f in fqns:
+                    if per.get(f) and "step" in per[f]:
+                        per[f]["mu_product"] = _nadam_mu_product(options, per[f]["step"])
             for f in fqns:
                 if f in state:
                     raise ValueError("optimizer state dict: parameter '%s' is in two of the optimizers" % f)
@@ -117,7 +133,10 @@ def load(model, opts, sd, optimizer_fqns):
             continue  # another stage's (or optimizer's) parameter
         if entries and "step" not in entries:  # torch's SGD: a saved momentum buffer means the parameter stepped
             parts[owner[fqn]][_STEP + fqn] = 1
+        derived = getattr(opts[owner[fqn]], "_derived_state", ())  # (NAdam's mu_product: rebuilt from the step)
         for name, v in entries.items():
+            if name in derived:
+                continue
             if name == "step":
                 parts[owner[fqn]][_STEP + fqn] = _step_in(fqn, v)
             else:
