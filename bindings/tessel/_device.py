@@ -173,5 +173,16 @@ def _cuda_amp():
                       "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning, stacklevel=2)
         return _amp.autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
+    def custom_fwd(fwd=None, *, cast_inputs=None):
+        warnings.warn("`torch.cuda.amp.custom_fwd(args...)` is deprecated. Please use "
+                      "`torch.amp.custom_fwd(args..., device_type='cuda')` instead.", FutureWarning, stacklevel=2)
+        return _amp.custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+    def custom_bwd(bwd=None):
+        warnings.warn("`torch.cuda.amp.custom_bwd(args...)` is deprecated. Please use "
+                      "`torch.amp.custom_bwd(args..., device_type='cuda')` instead.", FutureWarning, stacklevel=2)
+        return _amp.custom_bwd(bwd, device_type="cuda")
+
     module.GradScaler, module.autocast = grad_scaler, autocast
+    module.custom_fwd, module.custom_bwd = custom_fwd, custom_bwd  # (Megatron / apex-era custom Functions)
     return module

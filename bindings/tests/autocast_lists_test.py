@@ -312,6 +312,28 @@ def test_index_copy_of_bfloat16_into_float16_promotes_to_float32_under_autocast(
     assert y.dtype == tessel.float32 and y.tolist() == [[0.0, 0.0], [1.0, 1.0]]
 
 
+def test_cuda_amp_custom_fwd_and_bwd_decorate_custom_functions_with_torchs_deprecation_warning():
+    """torch.cuda.amp.custom_fwd / custom_bwd (Megatron- and apex-era custom Functions) were missing."""
+    class Square(tessel.autograd.Function):
+        @staticmethod
+        @tessel.cuda.amp.custom_fwd
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @tessel.cuda.amp.custom_bwd
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+    with pytest.warns(FutureWarning, match="torch.cuda.amp.custom_fwd"):
+        tessel.cuda.amp.custom_fwd(lambda ctx, x: x)
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    y = Square.apply(x)
+    y.sum().backward()
+    assert y.tolist() == [1.0, 4.0] and x.grad.tolist() == [2.0, 4.0]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
