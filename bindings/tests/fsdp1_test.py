@@ -400,6 +400,42 @@ def test_summon_full_params_reads_and_writes_back_and_apply_initializes_through_
                 np.testing.assert_array_equal(v.numpy(), np.full(v.shape, 0.5, np.float32))
 
 
+def test_summon_writeback_and_apply_after_a_forward_without_backward_reach_the_root():
+    """After a forward with no backward (an eval pass) the root unit stays unsharded; summon_full_params then found
+    no sharded parameter of it to write back (the edits were dropped at its reshard) and FSDP.apply left the
+    root's own parameters unchanged."""
+    start = initial_state()
+    got = {}
+
+    def rank_fn(w):
+        dist.init_process_group()
+        model = wrapped()
+        with tessel.no_grad():
+            model(tessel.ones(2, 4))
+        with FSDP.summon_full_params(model):
+            with tessel.no_grad():
+                model.head.bias.fill_(0.25)
+        after_writeback = model.state_dict()
+        with tessel.no_grad():
+            model(tessel.ones(2, 4))
+
+        def init(m):
+            if isinstance(m, nn.Linear):
+                with tessel.no_grad():
+                    m.weight.fill_(0.5)
+        model.apply(init)
+        got[dist.get_rank()] = (after_writeback, model.state_dict())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    for r in range(2):
+        after_writeback, initialized = got[r]
+        want = dict(start)
+        want["head.bias"] = np.full((1,), 0.25, np.float32)
+        assert_state_close(after_writeback, want)
+        np.testing.assert_array_equal(initialized["head.weight"].numpy(), np.full((1, 4), 0.5, np.float32))
+
+
 def test_no_sync_defers_the_reduction_and_clip_grad_norm_clips_by_the_global_norm():
     ref = make()
     (loss_of(ref, X_ALL[:4]) + loss_of(ref, X_ALL[4:])).backward()  # both micro-batches, summed

@@ -610,6 +610,12 @@ def _summon(module, recurse, writeback, rank0_only):
         if mp is not None and mp.param_dtype is not None:
             raise NotImplementedError("summon_full_params under MixedPrecision(param_dtype=%s): fully_shard "
                                       "unshards in the compute dtype, not the full-precision one" % mp.param_dtype)
+    states = [u._state() for u in units]
+    # A unit left unsharded (the root after a forward with no backward, e.g. an eval pass) is resharded first:
+    # its parameters were then the full tensors, none was collected below, and the writeback's edits were lost
+    # at the reshard after the block (FSDP.apply after a forward left the root's parameters unchanged).
+    for st in states:
+        st.reshard()
     # Every (owner module, name, DTensor) these units shard, before unsharding swaps in the full tensors.
     owned = []
     for u in units:
@@ -624,7 +630,6 @@ def _summon(module, recurse, writeback, rank0_only):
             for name, p in m._named_parameters(False):
                 if p.is_distributed:
                     owned.append((m, name, p))
-    states = [u._state() for u in units]
     for st in states:
         st.unshard()
     early = rank0_only and get_rank() != 0
