@@ -436,6 +436,20 @@ def test_summon_writeback_and_apply_after_a_forward_without_backward_reach_the_r
         np.testing.assert_array_equal(initialized["head.weight"].numpy(), np.full((1, 4), 0.5, np.float32))
 
 
+def test_clip_grad_norm_is_the_root_units_as_torchs():
+    """torch raises for clip_grad_norm_ on a nested unit; tessel clipped that unit's gradients by their own norm."""
+    def rank_fn(w):
+        dist.init_process_group()
+        model = wrapped()
+        loss_of(model, np.ones((2, 4), np.float32)).backward()
+        with pytest.raises(RuntimeError, match="should only be called on the root FSDP instance"):
+            model.blocks[0].clip_grad_norm_(1.0)
+        assert model.clip_grad_norm_(1e6).item() > 0
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+
+
 def test_no_sync_defers_the_reduction_and_clip_grad_norm_clips_by_the_global_norm():
     ref = make()
     (loss_of(ref, X_ALL[:4]) + loss_of(ref, X_ALL[4:])).backward()  # both micro-batches, summed

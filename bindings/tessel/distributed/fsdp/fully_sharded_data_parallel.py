@@ -232,6 +232,9 @@ class FullyShardedDataParallel(Module):
             _recursive_wrap(module, policy, wrap_fn, ignored_mods, ignored_params, only_wrap_children=True)
         _detach_from_parent(module)
         self._fsdp_wrapped_module = module
+        for m in module.modules():  # the units inside this one are not roots (torch's root: the outermost)
+            if isinstance(m, FullyShardedDataParallel):
+                object.__setattr__(m, "_fsdp_nonroot", True)
         offload = CPUOffloadPolicy() if self.cpu_offload.offload_params else None
         _fully_shard(module, mesh=mesh, reshard_after_forward=_RESHARD_AFTER_FORWARD[strategy],
                      mp_policy=_mp_policy(mixed_precision, _is_root_call), offload_policy=offload,
@@ -284,6 +287,8 @@ class FullyShardedDataParallel(Module):
     def clip_grad_norm_(self, max_norm, norm_type=2.0):
         """Scales the gradients so that their norm over all ranks (the norm of the unsharded gradients) is
         at most max_norm; returns that total norm (one all-reduce: tessel.nn.utils.clip_grad_norm_)."""
+        if getattr(self, "_fsdp_nonroot", False):  # (it clipped that unit's gradients alone by their own norm)
+            raise RuntimeError("clip_grad_norm_() should only be called on the root FSDP instance")
         from ...nn.utils import clip_grad_norm_
         return clip_grad_norm_(list(self.parameters()), max_norm, norm_type)
 
