@@ -57,8 +57,10 @@ class autocast:
         if self.device == "cuda":  # a disabled CUDA region leaves the CPU one as it is
             return self
         self._prev.append(_C._autocast_state())
-        supported = self.fast_dtype in (_dtypes.bfloat16, _dtypes.float16)
-        _C._set_autocast(self._enabled, self.fast_dtype if supported else self._prev[-1][1])
+        # An unsupported dtype (float32, ...) is the region's dtype too, with the region off, as torch's: its
+        # get_autocast_dtype reports it, and a nested autocast("cpu") without a dtype inherits it (and warns and
+        # stays off; it enabled bfloat16 there)
+        _C._set_autocast(self._enabled, self.fast_dtype)
         return self
 
     def __exit__(self, *exc):

@@ -334,6 +334,23 @@ def test_cuda_amp_custom_fwd_and_bwd_decorate_custom_functions_with_torchs_depre
     assert y.tolist() == [1.0, 4.0] and x.grad.tolist() == [2.0, 4.0]
 
 
+def test_an_unsupported_autocast_dtype_is_the_regions_dtype_and_a_nested_region_inherits_it():
+    """torch: autocast("cpu", dtype=float32) warns and stays off, and get_autocast_dtype reports float32 inside,
+    so a nested autocast("cpu") without a dtype inherits it and stays off; tessel's nested region enabled
+    bfloat16 (a float32 matmul came out bfloat16)."""
+    import warnings
+    a = tessel.ones(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with tessel.autocast("cpu", dtype=tessel.float32):
+            assert tessel.get_autocast_dtype("cpu") == tessel.float32
+            with tessel.autocast("cpu"):
+                assert (a @ a).dtype == tessel.float32
+    assert tessel.get_autocast_dtype("cpu") == tessel.bfloat16
+    with tessel.autocast("cpu"):
+        assert (a @ a).dtype == tessel.bfloat16
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
