@@ -1,6 +1,6 @@
 // core/ops/attention_kernels_harness.h — what the two attention timing tools share (not part of the
 // library): the phase-timing hook the kernels call (TESSEL_ATTN_PHASE -> Mark, rdtsc ticks per phase),
-// the variant macros of attention_kernels_avx512.cc / attention_kernels_avx2.cc (the AVX2 ones with
+// the variant macros (attention_kernels_avx512_isa.inc, or attention_kernels_avx2.cc's ones with
 // -DTESSEL_HARNESS_AVX2), the phase names, and the operands (HarnessHeads): random heads in memory laid out
 // as core/memory/allocator.cc lays out tensors (core/memory/host_pages.h), and the fwd+bwd pass over them.
 // Included before core/ops/attention_kernels.inc by //core/ops:attention_kernels_phases and by
@@ -116,17 +116,6 @@ struct HarnessHeads {
 #define TESSEL_ATTN_MR 6
 #define TESSEL_ATTN_NAME "avx2"
 #else
-#define TESSEL_ATTN_W 16
-#define TESSEL_ATTN_MR 12
-#define TESSEL_ATTN_NAME "avx512"
-#define TESSEL_ATTN_SCALEF(p, n) _mm512_mask_scalef_ps((p), static_cast<__mmask16>(-1), (p), (n))
-#define TESSEL_ATTN_ROUND(y) _mm512_roundscale_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define TESSEL_ATTN_REDUCE(y) _mm512_reduce_ps((y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-// Four 128-bit blocks from four addresses as one vector (PackTransposed's loads).
-#define TESSEL_ATTN_LOAD_BLOCKS(a, b, c, d)                                                                   \
-  _mm512_insertf32x4(                                                                                        \
-      _mm512_insertf32x4(_mm512_insertf32x4(_mm512_zextps128_ps512(_mm_loadu_ps(a)), _mm_loadu_ps(b), 1),   \
-                         _mm_loadu_ps(c), 2),                                                                \
-      _mm_loadu_ps(d), 3)
+#include "core/ops/attention_kernels_avx512_isa.inc"
 #endif
 #define TESSEL_ATTN_PHASE(n) Mark(n)
