@@ -284,7 +284,7 @@ void SetThreadsRankDeparted(const ProcessGroupPtr& group, bool departed) {
   const int global = threads->global_ranks()[static_cast<size_t>(threads->rank())];
   if (departed) {
     threads->WaitIdle();
-    threads->world().SetDeparted(global, true);
+    threads->world().MarkDeparted(global);
   } else {
     threads->world().Rejoin(global, group->timeout());
   }

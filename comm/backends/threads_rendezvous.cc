@@ -404,12 +404,12 @@ void ThreadsWorld::MarkExited(int global_rank) {
   WakeAllGroups();
 }
 
-void ThreadsWorld::SetDeparted(int global_rank, bool departed) {
+void ThreadsWorld::MarkDeparted(int global_rank) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    departed_.at(static_cast<size_t>(global_rank)) = departed;
+    departed_.at(static_cast<size_t>(global_rank)) = true;
   }
-  if (departed) WakeAllGroups();
+  WakeAllGroups();
 }
 
 void ThreadsWorld::Rejoin(int global_rank, std::chrono::milliseconds timeout) {

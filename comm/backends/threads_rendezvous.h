@@ -169,9 +169,9 @@ class ThreadsWorld {
   // waiters: a collective or p2p op still waiting for that rank fails at once naming it, instead of
   // waiting out the timeout.
   void MarkExited(int global_rank);
-  // Records that a rank left its groups (destroy_process_group: `departed` true; it wakes every group's
-  // waiters as MarkExited does) or joined them again (init_process_group after it: false).
-  void SetDeparted(int global_rank, bool departed);
+  // Records that a rank left its groups (destroy_process_group) and wakes every group's waiters, as MarkExited
+  // does; Rejoin brings it back.
+  void MarkDeparted(int global_rank);
   // init_process_group after destroy_process_group: the rank joins the next generation of its world and waits
   // until every other rank has joined it too, as torch's init is a rendezvous (a fast rank's next collective
   // would otherwise find a slow peer still departed and fail). Throws kAborted when a rank that has not joined

@@ -211,24 +211,19 @@ void ReduceSlab(const T* p, int64_t R, int64_t K, int64_t a, int64_t k0, int64_t
   // Block totals join by cascade (a binary counter of partial totals: level l holds 2^l blocks), so the float
   // error grows with kRowBlock + log2(R / kRowBlock) instead of R / kRowBlock: [5M, 2].sum(0) in float32 was
   // 3.7e-4 off (3140 ulps) when the totals joined one after another (torch's cascade: 9e-7).
-  A blk[kCols];
-  if (r1 - r0 <= kRowBlock) {  // one block (no cascade, no allocation)
-    std::fill(dst, dst + m, Rd::Init());
-    for (int64_t i = r0; i < r1; ++i) {
+  auto reduce_rows = [&](int64_t rb, int64_t re, A* out) {  // out[0, m) = rows [rb, re)
+    std::fill(out, out + m, Rd::Init());
+    for (int64_t i = rb; i < re; ++i) {
       const T* row = base + i * K;
-      for (int64_t k = 0; k < m; ++k) dst[k] = Rd::Combine(dst[k], r.Map(static_cast<A>(ToCompute(row[k]))));
+      for (int64_t k = 0; k < m; ++k) out[k] = Rd::Combine(out[k], r.Map(static_cast<A>(ToCompute(row[k]))));
     }
-    return;
-  }
+  };
+  if (r1 - r0 <= kRowBlock) return reduce_rows(r0, r1, dst);  // one block: no cascade, no allocation
+  A blk[kCols];
   std::vector<A> level;     // level l's partial total at [l * m, (l + 1) * m)
   std::vector<bool> full;   // whether level l holds one
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-    std::fill(blk, blk + m, Rd::Init());
-    const int64_t re = std::min(r1, rb + kRowBlock);
-    for (int64_t i = rb; i < re; ++i) {
-      const T* row = base + i * K;
-      for (int64_t k = 0; k < m; ++k) blk[k] = Rd::Combine(blk[k], r.Map(static_cast<A>(ToCompute(row[k]))));
-    }
+    reduce_rows(rb, std::min(r1, rb + kRowBlock), blk);
     size_t l = 0;
     for (; l < full.size() && full[l]; ++l) {  // carry: merge with each full level
       for (int64_t k = 0; k < m; ++k) blk[k] = Rd::Combine(level[l * m + k], blk[k]);

@@ -86,9 +86,9 @@ Tensor ContiguousRows(const Tensor& x) {
 // Row statistics of a vocab-sharded [n, c] slice: lse[r] over the full vocabulary and, when `target` is
 // given, the target logit (zero for ignored rows). Two all_reduces over the vocab axes.
 struct RowStats {
-  std::vector<double> lse;
+  std::vector<double> max, sum;  // row r's log-sum-exp is max + log(sum); its softmax exp(x - max) / sum
   std::vector<double> target_logit;
-  std::vector<double> max, sum;  // lse = max + log(sum): the gradient's softmax is exp(x - max) / sum
+  double lse(size_t r) const { return max[r] + std::log(sum[r]); }
 };
 
 // Local pass 1 (pm: row maxima, -inf for an empty slice) and pass 2 (ps[r]: Σ exp(x - m[r]); ps[n + r]: the
@@ -133,10 +133,9 @@ RowStats VocabRowStats(const LocalContext& ctx, const Tensor& x, const std::vect
   const double* ps = sums.data_ptr<double>();
   RowStats st;
   for (int64_t r = 0; r < n; ++r) {
-    st.lse.push_back(pm[r] + std::log(ps[r]));
-    st.target_logit.push_back(ps[n + r]);
     st.max.push_back(pm[r]);
     st.sum.push_back(ps[r]);
+    st.target_logit.push_back(ps[n + r]);
   }
   return st;
 }
@@ -231,7 +230,7 @@ TensorList CrossEntropyLocal(const LocalContext& ctx) {
   std::vector<double> loss(t.size(), 0.0);
   double total = 0;
   for (size_t r = 0; r < t.size(); ++r) {
-    if (t[r] != ignore) loss[r] = st.lse[r] - st.target_logit[r];
+    if (t[r] != ignore) loss[r] = st.lse(r) - st.target_logit[r];
     total += loss[r];
   }
   if (red == "none") return {FromDoubles(loss, target.sizes(), logits.dtype())};
