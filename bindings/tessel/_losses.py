@@ -6,7 +6,8 @@ them (FUNCTIONAL).
 import numpy as np
 
 from . import _C, _dtypes
-from ._extra import _softplus1, movedim
+from ._activations import _softplus1
+from ._extra import movedim
 from ._tensor import zeros as _zeros
 from .autograd import Function
 

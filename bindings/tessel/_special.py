@@ -182,7 +182,7 @@ def logaddexp(x, y):
     """log(e^x + e^y) as the larger argument plus softplus of the difference, taken on the larger side: the
     gradients are torch's sigmoid(x - y) and sigmoid(y - x), 1/2 each at a tie (max + log1p(e^-|x - y|) gave
     all of a tie's gradient to one argument) and finite at infinities; equal infinities give that infinity."""
-    from ._extra import _softplus1
+    from ._activations import _softplus1
     w = _C._functional.where
     inf_tie = (x == y) & x.isinf()
     d = _where(inf_tie, 0.0, y - x)  # (inf - inf)
