@@ -54,10 +54,7 @@ def widest_under_autocast(fn):
             floats = [a.dtype for a in list(args) + list(kwargs.values())
                       if isinstance(a, _C.Tensor) and a.dtype.is_floating_point]
             if len(set(floats)) > 1:
-                order = (_dtypes.bfloat16, _dtypes.float16, _dtypes.float32, _dtypes.float64)
-                widest = max(floats, key=lambda d: order.index(d) if d in order else -1)
-                if widest == _dtypes.float16 and _dtypes.bfloat16 in floats:  # neither holds the other: float32
-                    widest = _dtypes.float32
+                widest = functools.reduce(_C._promote_types, floats)  # (bfloat16 with float16: float32)
 
                 def up(a):
                     return a.to(widest) if isinstance(a, _C.Tensor) and a.dtype.is_floating_point else a

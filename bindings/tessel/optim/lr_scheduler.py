@@ -18,6 +18,11 @@ import types
 from .. import _C
 
 
+def _snapshot(lr):
+    """An lr as a schedule keeps it: a tensor lr copied (the group's own is filled in place by _set_lr)."""
+    return lr.clone() if isinstance(lr, _C.Tensor) else lr
+
+
 def _set_lr(group, value):
     """group["lr"] = value, as torch's schedulers set it: a tensor lr is filled in place (a reference to it sees
     the new value, rounded to its dtype), a number replaced."""
@@ -54,7 +59,7 @@ class LRScheduler:
         if last_epoch == -1:
             for g in optimizer.param_groups:
                 # a tensor lr is copied, as torch's: the schedule fills the group's lr in place (_set_lr)
-                g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], _C.Tensor) else g["lr"])
+                g.setdefault("initial_lr", _snapshot(g["lr"]))
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
@@ -84,8 +89,14 @@ class LRScheduler:
             warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
                           UserWarning, stacklevel=3)
 
-    def _lrs(self):  # a snapshot, as torch's: a tensor lr is copied (the next step fills it in place)
-        return [g["lr"].clone() if isinstance(g["lr"], _C.Tensor) else g["lr"] for g in self.optimizer.param_groups]
+    def _lrs(self):  # a snapshot, as torch's
+        return [_snapshot(g["lr"]) for g in self.optimizer.param_groups]
+
+    def _set_lrs(self, values):
+        """The schedule's values into the groups (_set_lr) and the snapshot get_last_lr() returns."""
+        for group, lr in zip(self.optimizer.param_groups, values):
+            _set_lr(group, lr)
+        self._last_lr = self._lrs()
 
     def step(self, epoch=None):
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", True):
@@ -118,9 +129,7 @@ class LRScheduler:
                 values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
-            _set_lr(group, lr)
-        self._last_lr = self._lrs()
+        self._set_lrs(values)
 
     def get_last_lr(self):
         return list(self._last_lr)
@@ -400,9 +409,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
-            _set_lr(group, lr)
-        self._last_lr = self._lrs()
+        self._set_lrs(values)
 
 
 def _per_group(optimizer, name, value):
