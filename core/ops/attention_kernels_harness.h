@@ -78,9 +78,14 @@ struct HarnessHeads {
     lse.resize(static_cast<size_t>(heads * t));
     scratch = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch_buf.data()) + 63) & ~uintptr_t{63});
   }
+  // Heads laid out as a [B, T, H, D] tensor's [B, H, T, D] view (a transformer block's q, k, v and their
+  // gradients: rows interleave·D apart) when interleave = H > 1; else each head's [T, D] is contiguous.
   ::tessel::AttentionHeadPtrs Head(int64_t h) {
     ::tessel::AttentionHeadPtrs p;
-    const int64_t off = h * t * d;
+    const int64_t off = h / interleave * t * interleave * d + h % interleave * d;
+    if (interleave > 1) {
+      p.q_ld = p.k_ld = p.v_ld = p.o_ld = p.dout_ld = p.dq_ld = p.dk_ld = p.dv_ld = interleave * d;
+    }
     p.q = q.data() + off, p.k = k.data() + off, p.v = v.data() + off, p.o = o.data() + off;
     p.lse = lse.data() + h * t, p.saved_o = o.data() + off, p.saved_lse = lse.data() + h * t;
     p.dout = g.data() + off, p.dq = dq.data() + off, p.dk = dk.data() + off, p.dv = dv.data() + off;
@@ -103,6 +108,7 @@ struct HarnessHeads {
   }
 
   int64_t heads, t, d;
+  int64_t interleave = 1;  // H of a [B, T, H, D] layout (heads a multiple of it), or 1
   ::tessel::AttentionHeadDims dm;
   Floats q, k, v, g, o, lse, dq, dk, dv;
   std::vector<float> scratch_buf;

@@ -6,8 +6,9 @@
 // threads runs). Each phase's time is its minimum over the timed iterations (a machine shared with other
 // work preempts some of them); products print their useful GFLOP/s (unmasked pairs only, as the figure
 // counts them). Arguments: heads, T, D, iterations, prefetch (1: each head names the next, as the library
-// does; 0: none; 2: alternate per iteration and print both bests, an A/B on a machine whose speed drifts
-// with the other work on it).
+// does; 0: none; 2: alternate per iteration and print both bests and medians, an A/B on a machine whose
+// speed drifts with the other work on it), interleave (8: the heads as a [B, T, 8, D] tensor's [B, 8, T, D]
+// view, a transformer block's layout, rows 8·D apart; default 1, each head contiguous).
 //
 // Invariant: measures the very code the library runs (the same .inc and copts), only with the hook, on
 // operands laid out in memory as the library's allocator lays out tensors (huge pages from 2 MiB).
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "core/ops/attention_kernels.h"
 #include "core/ops/attention_kernels_harness.h"
@@ -53,7 +55,9 @@ int main(int argc, char** argv) {
   // comparison on a machine whose speed drifts with other work; prints both bests).
   const int prefetch_mode = argc > 5 ? std::atoi(argv[5]) : 1;
   HarnessHeads x(heads, t, d, ScratchFloats(AttentionHeadDims{t, t, d, d}));
+  x.interleave = argc > 6 ? std::atoi(argv[6]) : 1;  // 8: heads as a [B, T, 8, D] tensor's view
   double best_total = 1e300, best[16], best_by_mode[2] = {1e300, 1e300};
+  std::vector<double> by_mode[2];
   std::fill(best, best + 16, 1e300);
   const auto wall0 = std::chrono::steady_clock::now();
   const uint64_t tsc0 = Now();
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
     x.RunFwdBwd(Forward, Backward, prefetch);
     best_total = std::min(best_total, static_cast<double>(Now() - start));
     best_by_mode[prefetch] = std::min(best_by_mode[prefetch], static_cast<double>(Now() - start));
+    by_mode[prefetch].push_back(static_cast<double>(Now() - start));
     for (int i = 0; i < 16; ++i) best[i] = std::min(best[i], static_cast<double>(phase_ticks[i]));
   }
   const double hz = (Now() - tsc0) / std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -73,8 +78,13 @@ int main(int argc, char** argv) {
               static_cast<long long>(heads), static_cast<long long>(t), static_cast<long long>(d), total_s * 1e3,
               12 * pairs * d / total_s / 1e9);
   if (prefetch_mode == 2) {
-    std::printf("  A/B: best with next-head prefetch %.3f ms, without %.3f ms\n", best_by_mode[1] / hz * 1e3,
-                best_by_mode[0] / hz * 1e3);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("  A/B: best with next-head prefetch %.3f ms, without %.3f ms; median %.3f, %.3f ms\n",
+                best_by_mode[1] / hz * 1e3, best_by_mode[0] / hz * 1e3, median(by_mode[1]) / hz * 1e3,
+                median(by_mode[0]) / hz * 1e3);
   }
   for (int i = 0; i < 16; ++i) {
     if (kPhaseNames[i] == nullptr) continue;

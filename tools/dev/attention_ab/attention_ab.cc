@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   const AttentionKernels* kernels[2] = {&variant_a::Kernels(), &variant_b::Kernels()};
   const AttentionHeadDims dm{t, t, d, d};
   HarnessHeads x(heads, t, d, std::max(kernels[0]->scratch_floats(dm), kernels[1]->scratch_floats(dm)));
+  x.interleave = argc > 5 ? std::atoi(argv[5]) : 1;  // 8: the GPT block's [B, T, 8, D] memory
   std::vector<float> grads[2];
   std::vector<double> totals[2], phases[2][16];
   for (int64_t it = 0; it < iters; ++it) {

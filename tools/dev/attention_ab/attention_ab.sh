@@ -4,8 +4,12 @@
 # against the working tree's (B), both compiled into one process that alternates them per iteration
 # (attention_ab.cc says why). Needs g++.
 #
-# Usage: tools/dev/attention_ab/attention_ab.sh [REV] [HEADS T D ITERS]
+# Usage: tools/dev/attention_ab/attention_ab.sh [REV] [HEADS T D ITERS [H]]  (H: heads laid out as [B, T, H, D])
 # Example: tools/dev/attention_ab/attention_ab.sh HEAD~1 128 128 32 200
+# EXTRA_FLAGS adds compiler flags to both variants. SWAP=1 compiles the working tree as A and REV as B: two
+# variants of different code can differ by up to 4% for where their code lands alone (seen on the Xeon model
+# 207: a change to prefetch bookkeeping that ran identically at that layout read 1.04 in either order), so
+# compare medians, and for a difference of a few percent take both orders (B/A, then 1 / (B/A) swapped).
 set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 rev=${1:-HEAD}
@@ -25,8 +29,13 @@ git -C "$root" show "$rev:core/ops/attention_kernels.inc" |
   sed "s|#include \"core/ops/attention_kernels_vec.inc\"|#include \"$work/a_vec.inc\"|" > "$work/a.inc"
 # The flags of core/ops/BUILD.bazel's _ATTENTION_AVX512_COPTS and .bazelrc (-O3, x86-64-v3).
 echo "kernels: $isa"
+a=$work/a.inc b=$root/core/ops/attention_kernels.inc
+if [ "${SWAP:-0}" = 1 ]; then
+  echo "SWAP=1: A is the working tree, B is $rev"
+  a=$root/core/ops/attention_kernels.inc b=$work/a.inc
+fi
 # shellcheck disable=SC2086  # isa_flags is a list of flags
-g++ -std=c++20 -O3 -DNDEBUG -march=x86-64-v3 $isa_flags -ffp-contract=fast -I"$root" \
-  -DVARIANT_A="\"$work/a.inc\"" -DVARIANT_B="\"$root/core/ops/attention_kernels.inc\"" \
+g++ -std=c++20 -O3 -DNDEBUG -march=x86-64-v3 $isa_flags -ffp-contract=fast ${EXTRA_FLAGS:-} -I"$root" \
+  -DVARIANT_A="\"$a\"" -DVARIANT_B="\"$b\"" \
   "$root/tools/dev/attention_ab/attention_ab.cc" -o "$work/attention_ab"
 "$work/attention_ab" "$@"
