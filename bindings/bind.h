@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/tensor/dtype.h"
@@ -82,7 +83,40 @@ PyObject* DTypeObject(DType dtype);
 // torch passes them. tensor_py.cc.
 py::tuple GradsForPython(const TensorList& grads);
 
+// A Python int operand, or a numpy integer scalar (np.int64 from indexing an array, ...) taken as the int it
+// holds: a parameter of this type makes an overload take both (pybind11's py::int_ takes Python ints only, so a
+// numpy int fell through to the float overload: int tensor + np.int64(1) was float32, torch's int64).
+struct IntLike {
+  py::int_ value;
+};
+
 }  // namespace tessel::bindings
+
+namespace pybind11::detail {
+template <>
+struct type_caster<tessel::bindings::IntLike> {
+  PYBIND11_TYPE_CASTER(tessel::bindings::IntLike, const_name("int"));
+  bool load(handle src, bool /*convert*/) {
+    PyObject* o = src.ptr();
+    if (PyLong_Check(o)) {
+      value.value = reinterpret_borrow<int_>(src);
+      return true;
+    }
+    // numpy integer scalars: an __index__ and no float value (a Tensor operand never gets here: the Tensor
+    // overloads come first).
+    if (PyFloat_Check(o) || !PyIndex_Check(o) || std::string_view(Py_TYPE(o)->tp_name).find("numpy.") != 0) {
+      return false;
+    }
+    PyObject* i = PyNumber_Index(o);
+    if (i == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    value.value = reinterpret_steal<int_>(i);
+    return true;
+  }
+};
+}  // namespace pybind11::detail
 
 // DType to Python returns the one object per dtype (DTypeObject) instead of a new enum instance per cast:
 // torch's dtypes are singletons (`x.dtype is torch.float32`, `mask.dtype is torch.bool` hold there and held

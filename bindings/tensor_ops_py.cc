@@ -281,12 +281,13 @@ void CheckBoolSubtraction(bool a_is_bool, bool b_is_bool) {
   }
 }
 
-// An operator overload for a Python int operand: `op(tensor promoted by WithIntScalar, the int as a double)`.
+// An operator overload for a Python int operand (or a numpy integer scalar, IntLike): `op(tensor promoted by
+// WithIntScalar, the int as a double)`.
 template <typename Op>
 auto IntScalarOperator(Op op) {
-  return [op](const Tensor& t, py::int_ v) {
-    const Tensor a = WithIntScalar(t, v);
-    const double x = IntScalarFor(a, v);
+  return [op](const Tensor& t, IntLike i) {
+    const Tensor a = WithIntScalar(t, i.value);
+    const double x = IntScalarFor(a, i.value);
     return NoGil([&] { return op(a, x); });
   };
 }
@@ -305,16 +306,16 @@ void BindArithmetic(py::class_<Tensor>& c) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, b.dtype() == DType::kBool);
         return NoGil([&] { const auto [x, y] = Promoted(a, b); return Sub(x, y); });
       }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, py::int_ v) {
-        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
+      .def("__sub__", [](const Tensor& a, IntLike v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.value.ptr()));
         return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(t, -x); })(a, v);
       }, py::is_operator())
       .def("__sub__", [](const Tensor& a, double v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, false);
         return NoGil([&] { return AddNumber(Floating(a), -v); });
       }, py::is_operator())
-      .def("__rsub__", [](const Tensor& a, py::int_ v) {
-        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.ptr()));
+      .def("__rsub__", [](const Tensor& a, IntLike v) {
+        CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.value.ptr()));
         return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(Neg(t), x); })(a, v);
       },
            py::is_operator())

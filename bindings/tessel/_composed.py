@@ -258,6 +258,9 @@ def _running_best(x, dim, larger, result):
     a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else _host_numpy(x)
     a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
+    if a.size == 0:  # an empty input: empty values and indices of its shape (a[..., 0] raised IndexError)
+        index = _tensor(np.moveaxis(idx, -1, dim))
+        return result(x.detach().clone() if not x.requires_grad else x * 1, index)
     best = a[..., 0].copy()
     for j in range(1, a.shape[-1]):
         col = a[..., j]
@@ -575,19 +578,44 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
     return self.to(dtype)
 
 
-def _trapezoids(y, x, dx, dim):
-    """The area of each trapezoid between consecutive samples of y along dim (widths from x, else dx or 1)."""
+def _trapezoid_widths(y, x, dim):
+    """The widths between consecutive samples along dim, as torch takes them from x: a 1-D x runs along y's dim
+    (one value per sample), an N-D x is differenced along its own dim `dim` and broadcasts with y."""
     n = y.shape[dim]
-    width = (x.narrow(-1, 1, n - 1) - x.narrow(-1, 0, n - 1)) if x is not None else (1.0 if dx is None else dx)
-    return (y.narrow(dim, 0, n - 1) + y.narrow(dim, 1, n - 1)) * 0.5 * width
+    if x.dim() == 1:
+        if x.shape[0] != n:
+            raise RuntimeError("trapezoid: There must be one `x` value for each sample point")
+        shape = [1] * y.dim()
+        shape[dim] = n
+        x = x.reshape(shape)
+    m = x.shape[dim]
+    return x.narrow(dim, 1, m - 1) - x.narrow(dim, 0, m - 1)
+
+
+def _sample_pairs(y, dim):
+    n = y.shape[dim]
+    return y.narrow(dim, 1, n - 1) + y.narrow(dim, 0, n - 1)
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
-    return _trapezoids(y, x, dx, dim).sum(dim)
+    """torch.trapezoid: the trapezoidal rule along dim, with torch's formulas (a constant spacing: (Σ y - (y_0 +
+    y_n) / 2)·dx; widths from x: Σ dx·(y_i + y_i+1) / 2), so the values round as torch's; an empty dim gives 0."""
+    dim = dim % builtins.max(y.dim(), 1)
+    if y.shape[dim] == 0:
+        return _C._full([s for i, s in enumerate(y.shape) if i != dim], 0.0, y.dtype)
+    if x is None:
+        spacing = 1.0 if dx is None else dx
+        return (y.sum(dim) - (y.select(dim, 0) + y.select(dim, -1)) * 0.5) * spacing
+    return (_trapezoid_widths(y, x, dim) * _sample_pairs(y, dim)).sum(dim) / 2.0
 
 
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
-    return _trapezoids(y, x, dx, dim).cumsum(dim)
+    """torch.cumulative_trapezoid: the running trapezoidal rule along dim (n - 1 values), dx / 2·(y_i + y_i+1)."""
+    dim = dim % builtins.max(y.dim(), 1)
+    if y.shape[dim] == 0:
+        return y.narrow(dim, 0, 0)
+    spacing = (1.0 if dx is None else dx) if x is None else _trapezoid_widths(y, x, dim)
+    return (spacing / 2.0 * _sample_pairs(y, dim)).cumsum(dim)
 
 
 def vander(x, N=None, increasing=False):

@@ -52,12 +52,30 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     if sorter is not None:  # search the sequence in sorter's order, as torch
         seq = np.take_along_axis(seq, _host(sorter, "searchsorted").astype(np.int64), -1)
     if seq.ndim == 1:
-        out = np.searchsorted(seq, vals, side=side)
+        out = _binary_search(seq[None, :], vals.reshape(1, -1), side == "right").reshape(vals.shape)
     else:
-        out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(seq.reshape(-1, seq.shape[-1]),
-                                                                         vals.reshape(-1, vals.shape[-1]))])
+        out = _binary_search(seq.reshape(-1, seq.shape[-1]), vals.reshape(-1, vals.shape[-1]), side == "right")
         out = out.reshape(vals.shape)
     return _tensor(out.astype(np.int32 if out_int32 else np.int64))
+
+
+def _binary_search(seq, vals, right):
+    """torch's search, vectorized: per row of seq [R, n] the insertion point of each of vals [R, m], moving right
+    while not (seq[mid] >= v) (right: not >), so NaN compares as torch's: a NaN value, and any value against a
+    NaN in the sequence, goes right (searchsorted([1, 2, nan], inf) is 3; numpy's NaN-last order said 2)."""
+    n = seq.shape[-1]
+    start = np.zeros(vals.shape, np.int64)
+    end = np.full(vals.shape, n, np.int64)
+    with np.errstate(invalid="ignore"):
+        while True:
+            active = start < end
+            if not active.any():
+                return start
+            mid = start + ((end - start) >> 1)
+            at = np.take_along_axis(seq, np.minimum(mid, n - 1), -1)
+            go_right = ~(at > vals) if right else ~(at >= vals)
+            start = np.where(active & go_right, mid + 1, start)
+            end = np.where(active & ~go_right, mid, end)
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):

@@ -162,6 +162,10 @@ def _check_no_grad_view(self):
             raise RuntimeError(_NO_GRAD_VIEW)
 
 
+# The methods above whose result can be floating for an integer tensor (the C++ ones cast it back).
+_MAY_FLOAT = frozenset(("exp_", "sqrt_", "log_", "reciprocal_", "pow_"))
+
+
 def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
         # the checks of _check_no_grad_view and _any_requires_grad inlined (every in-place op pays them)
@@ -173,9 +177,20 @@ def _wrap(name, original, out_of_place):
                 raise RuntimeError(_NO_GRAD_VIEW)
             if (args or kwargs) and _any_requires_grad(args, kwargs):
                 return record(self, name, lambda x: out_of_place(x, *args, **kwargs))
-        if original is None:  # a method torch has that tessel wrote only out of place: copy the result in
+        if original is None or (name in _MAY_FLOAT and not self.dtype.is_floating_point):
+            # a method torch has that tessel wrote only out of place, or an integer / bool tensor under an op
+            # whose result may be floating: the result copied in, with torch's in-place dtype rule (int.exp_()
+            # raises there, "result type Float can't be cast to the desired output type Long"; the C++ method
+            # truncated)
             with _C._GradMode(False):
-                return self.copy_(out_of_place(self, *args, **kwargs))
+                result = out_of_place(self, *args, **kwargs)
+                if not self.dtype.is_floating_point:
+                    from . import _namespace as ns
+                    if not ns.can_cast(result.dtype, self.dtype):
+                        raise RuntimeError("%s: result type %s can't be cast to the desired output type %s"
+                                           % (name, ns._name(result.dtype), ns._name(self.dtype)))
+                    result = _fitted(self, name, result)
+                return self.copy_(result)
         return original(self, *args, **kwargs)
     method.__name__ = name
     method.__doc__ = "torch's Tensor.%s: in place; recorded by autograd (see tessel/_inplace.py)" % name

@@ -145,6 +145,8 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol·|b| elementwise (infinities equal only to themselves; NaN to NaN with equal_nan),
     as torch.isclose."""
     b = b if isinstance(b, Tensor) else _C._full([], float(b), a.dtype)
+    if not a.dtype.is_floating_point:  # integers and bools compared exactly, without wrapping: uint8's 2 - 3 was
+        a, b = a.double(), b.double()  # 255 (isclose(2, 3, atol=1) False)
     close = logical_and((a - b).abs() <= atol + rtol * b.abs(), logical_and(isfinite(a), isfinite(b)))
     out = logical_or(close, a == b)  # infinities: equal only to themselves
     if equal_nan:
@@ -170,14 +172,26 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         # torch's kernel adds the bias to the float32 accumulator and rounds once (the product was rounded first)
         wide = _autocast_off(addmm)(input.float(), mat1.float(), mat2.float(), beta=beta, alpha=alpha)
         return wide.to(mat1.dtype)
-    prod = mat1.matmul(mat2)
-    return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod) if beta != 0 else \
-        (prod * alpha if alpha != 1 else prod)
+    prod = alpha_scaled(mat1.matmul(mat2), alpha)
+    return (input * beta if beta != 1 else input) + prod if beta != 0 else prod
+
+
+def alpha_scaled(prod, alpha):
+    """alpha·prod of the addmm family; alpha == 0 gives zeros whatever prod holds (torch's BLAS call reads
+    neither matrix then: a NaN or inf in them stays out; alpha·prod was NaN there), still connected to prod's
+    graph with a zero gradient."""
+    if alpha == 0:
+        return _C._functional.where(_C._full([], 0.0, _dtypes.bool), prod, _C._full([], 0.0, prod.dtype))
+    return prod * alpha if alpha != 1 else prod
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    """beta·input + alpha·(batch1 @ batch2), batched."""
-    return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
+    """beta·input + alpha·(batch1 @ batch2), batched; alpha == 0 still multiplies (torch's batched kernel does:
+    an inf or NaN in the batches gives NaN there, where addmm's BLAS call leaves them out)."""
+    if alpha != 0:
+        return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
+    prod = batch1.matmul(batch2) * 0.0
+    return (input * beta if beta != 1 else input) + prod if beta != 0 else prod
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
@@ -187,8 +201,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
         # torch's kernel sums the batch's products in float32 and rounds once (a bf16 sum lost the low bits)
         wide = _autocast_off(addbmm)(input.float(), batch1.float(), batch2.float(), beta=beta, alpha=alpha)
         return wide.to(batch1.dtype)
-    prod = batch1.matmul(batch2).sum(0)
-    return (input * beta + prod * alpha) if beta != 0 else prod * alpha
+    prod = alpha_scaled(batch1.matmul(batch2).sum(0), alpha)
+    return (input * beta + prod) if beta != 0 else prod
 
 
 _CUMPROD_BLOCK = 64
@@ -270,9 +284,10 @@ def clamp_(x, min=None, max=None):
     """In place (under autograd tessel/_inplace.py records it instead). An integer tensor with a Python float
     bound raises torch's error (its result type is floating); it was clamped in float and truncated back, so
     clamp_(min=1.5) left 1 as 1."""
-    if not x.dtype.is_floating_point and any(isinstance(b, float) for b in (min, max)):
+    if not x.dtype.is_floating_point and any(isinstance(b, float) or (isinstance(b, Tensor) and
+                                                 b.dtype.is_floating_point) for b in (min, max)):
         raise RuntimeError("clamp_: result type Float can't be cast to the desired output type %s"
-                           % str(x.dtype).rsplit(".", 1)[-1])
+                           % str(x.dtype).rsplit(".", 1)[-1])  # (a float tensor bound too: it was truncated)
     return x.copy_(x.clamp(min, max))
 
 

@@ -390,7 +390,8 @@ def mv(input, vec):
 
 
 def _beta_alpha(input, product, beta, alpha):
-    scaled = product * alpha if alpha != 1 else product
+    from ._logical import alpha_scaled
+    scaled = alpha_scaled(product, alpha)
     if beta == 0:  # torch ignores input (NaN and inf included) when beta is 0; its shape still broadcasts
         return scaled + _C._full(list(input.shape), 0.0, scaled.dtype)
     return (input * beta if beta != 1 else input) + scaled
@@ -799,7 +800,7 @@ def is_same_size(input, other):
 
 
 def is_signed(input):
-    return input.dtype != _dtypes.bool
+    return input.dtype.is_signed  # uint8 and bool unsigned (uint8 read as signed)
 
 
 def _false(input):

@@ -227,7 +227,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
 
         def others(v, t):
             excl_zero = zeros_in[t] - (v == 0)
-            return np.where(excl_zero > 0, 0.0, nonzero[t] / np.where(v != 0, v, 1.0))
+            with np.errstate(invalid="ignore"):  # inf / inf: a NaN weight, as torch's gradient there
+                return np.where(excl_zero > 0, 0.0, nonzero[t] / np.where(v != 0, v, 1.0))
         w_src = others(group_src, target)
         w_self = others(group_self, np.arange(n)) if include_self else np.zeros(n)
     else:
@@ -237,11 +238,34 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         hit_self = (xv == result) & include_self
         w_src = np.where(hit_src, 1.0 / np.maximum(ties[target], 1), 0.0)
         w_self = np.where(hit_self, 1.0 / np.maximum(ties, 1), 0.0)
-    np_dtype = xv.dtype
-    surrogate = _flat_index_add(flat * _tensor(w_self.astype(np_dtype)), target,
-                                values * _tensor(w_src.astype(np_dtype)))
-    exact = _tensor(result) + (surrogate - surrogate.detach())  # the host's values, the surrogate's gradient
+    exact = _tensor(result)
+    if _C.is_grad_enabled() and (flat.requires_grad or values.requires_grad):
+        np_dtype = xv.dtype  # the host's values with those weights as gradients (an infinite element made the
+        exact = _value_with_weights(exact, flat, values, _tensor(w_self.astype(np_dtype)),  # surrogate trick's
+                                    _tensor(w_src.astype(np_dtype)), _tensor(target))  # inf - inf a NaN value)
     return _C._functional.where(touched, exact, flat).reshape(*input.shape)
+
+
+_VALUE_WITH_WEIGHTS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
+
+
+def _value_with_weights(value, flat, values, w_self, w_src, target):
+    """value with gradients g * w_self for flat and g[target] * w_src for values."""
+    if not _VALUE_WITH_WEIGHTS:
+        from .autograd import Function
+
+        class ValueWithWeights(Function):
+            @staticmethod
+            def forward(ctx, value, flat, values, w_self, w_src, target):
+                ctx.save_for_backward(w_self, w_src, target)
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                w_self, w_src, target = ctx.saved_tensors
+                return None, g * w_self, g.index_select(0, target) * w_src, None, None, None
+        _VALUE_WITH_WEIGHTS.append(ValueWithWeights)
+    return _VALUE_WITH_WEIGHTS[0].apply(value, flat, values, w_self, w_src, target)
 
 
 def _in_place(fn, name):

@@ -200,8 +200,12 @@ def copysign(x, y):
 
 
 @aligned
-def heaviside(x, values):
-    return _where(x == 0.0, values, (x > 0.0).to(x.dtype))
+def heaviside(input, values):
+    """torch.heaviside: values where input is 0, else 1 above 0 and 0 below, in input's dtype (integers stay
+    integers: they were float32), which values must share (torch's error otherwise)."""
+    if isinstance(values, _C.Tensor) and values.dtype != input.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return _where(input == 0, values, (input > 0).to(input.dtype))
 
 
 def sinc(x):
@@ -380,10 +384,11 @@ _UNARY = dict(atan=atan, arctan=atan, asin=asin, arcsin=asin, acos=acos, arccos=
               log10=log10, sinc=sinc, frac=frac, erfc=erfc, erfinv=erfinv, lgamma=lgamma, digamma=digamma,
               logit=logit, logcumsumexp=logcumsumexp)
 _BINARY = dict(atan2=atan2, arctan2=atan2, hypot=hypot, logaddexp=logaddexp, logaddexp2=logaddexp2,
-               copysign=copysign, xlogy=xlogy, heaviside=heaviside)
+               copysign=copysign, xlogy=xlogy)
 
 FUNCTIONS = {name: _in_float64(fn) for name, fn in _UNARY.items()}
 FUNCTIONS.update({name: _in_float64(fn, 2) for name, fn in _BINARY.items()})
+FUNCTIONS["heaviside"] = heaviside  # exact in every dtype, and an integer input keeps its dtype
 _logit64 = FUNCTIONS["logit"]
 
 

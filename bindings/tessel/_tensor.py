@@ -51,9 +51,9 @@ def _finish(t, requires_grad):
 
 
 def _dtype_of_scalar(v):
-    if isinstance(v, builtins.bool):
+    if isinstance(v, (builtins.bool, np.bool_)):
         return _dtypes.bool
-    if isinstance(v, builtins.int):
+    if isinstance(v, (builtins.int, np.integer)):  # a numpy integer scalar too (torch.full((2,), np.int64(3)))
         return _dtypes.int64
     return _dtypes.default_float()
 

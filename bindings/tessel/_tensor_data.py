@@ -4,7 +4,7 @@ import builtins
 
 import numpy as np
 
-from . import _C
+from . import _C, _dtypes
 
 Tensor = _C.Tensor
 
@@ -27,11 +27,15 @@ def _holds_tensor(data):
 
 
 def _tensors_as_scalars(data):
-    """The nested list with each tensor replaced by its one number (torch: only one-element tensors can be)."""
+    """The nested list with each tensor replaced by its one number (torch: only one-element tensors can be), as
+    a numpy scalar of the tensor's dtype, so the list's dtype is inferred from the tensors' as torch's (two
+    float64 tensors made a float32 tensor); bfloat16 / float16 ones as Python floats."""
     if isinstance(data, Tensor):
         if data.numel() != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
-        return data.item()
+        if data.dtype in (_dtypes.bfloat16, _dtypes.float16) or data.is_distributed:
+            return data.item()
+        return data.detach().reshape(()).numpy()[()]
     if isinstance(data, (list, tuple)):
         return [_tensors_as_scalars(x) for x in data]
     return data

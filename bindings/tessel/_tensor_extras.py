@@ -132,26 +132,34 @@ def _suggest_order(self):
 # ---- integer bit ops and nextafter (host) -----------------------------------------------------------------
 
 def _host_binary(name, fn, integer_only, kernel=None, bfloat16_fn=None):
-    """fn on the host over numpy arrays; bfloat16 operands (numpy has no such dtype) go to bfloat16_fn as exact
-    float32 arrays, its float32 result holding bfloat16 values."""
+    """fn on the host over numpy arrays of the operands' promoted dtype (torch's result_type: int8 << uint8 is
+    int16, a bool operand is promoted too); bfloat16 operands (numpy has no such dtype) go to bfloat16_fn as
+    exact float32 arrays, its float32 result holding bfloat16 values. 0-d operands give a 0-d result."""
     def op(input, other):
-        a = input if isinstance(input, Tensor) else _C._full([], builtins.float(input), other.dtype)
-        b = other if isinstance(other, Tensor) else _C._full([], builtins.float(other), a.dtype)
-        if a.is_distributed or b.is_distributed:
+        if not isinstance(input, Tensor):
+            input = _C._full([], builtins.float(input), other.dtype)
+        if (isinstance(input, Tensor) and input.is_distributed) or (isinstance(other, Tensor) and other.is_distributed):
             from ._tensor import _on_pieces
-            return _on_pieces(op, a, b)
-        for t in (a, b):
-            if integer_only and (t.dtype.is_floating_point or t.dtype == _dtypes.bool):
-                from ._namespace import _name
-                raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (kernel or name, _name(t.dtype)))
-            if not integer_only and not t.dtype.is_floating_point:
-                raise RuntimeError("%s: expected floating point inputs, got %s" % (name, t.dtype))
-        if a.dtype == _dtypes.bfloat16 and bfloat16_fn is not None:
-            return _C._from_numpy(bfloat16_fn(a.float().numpy(), b.float().numpy())).to(_dtypes.bfloat16)
-        out = fn(a.detach().numpy(), b.detach().numpy())
-        return _C._from_numpy(np.ascontiguousarray(out))
+            return _on_pieces(op, input, other)
+        from ._namespace import result_type, _name
+        dt = result_type(input, other)
+        if integer_only and (dt.is_floating_point or dt == _dtypes.bool):
+            raise NotImplementedError('"%s_cpu" not implemented for \'%s\'' % (kernel or name, _name(dt)))
+        if not integer_only and not dt.is_floating_point:
+            raise RuntimeError("%s: expected floating point inputs, got %s" % (name, dt))
+        a = input.to(dt)
+        b = other.to(dt) if isinstance(other, Tensor) else _C._full([], builtins.float(other), dt)
+        if dt == _dtypes.bfloat16 and bfloat16_fn is not None:
+            return _C._from_numpy(_dense(bfloat16_fn(a.float().numpy(), b.float().numpy()))).to(_dtypes.bfloat16)
+        return _C._from_numpy(_dense(fn(a.detach().numpy(), b.detach().numpy())))
     op.__name__ = name
     return op
+
+
+def _dense(x):
+    """x as a C-contiguous array of its own shape (np.ascontiguousarray makes a 0-d array 1-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy(order="C")
 
 
 def _shift_left(a, b):
