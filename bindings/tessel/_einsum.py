@@ -5,6 +5,7 @@ import builtins
 
 import numpy as np
 
+from . import _C
 from ._extra import TORCH_FUNCTIONS
 
 # ---- einsum ------------------------------------------------------------------------------------------------
@@ -130,7 +131,10 @@ def einsum(equation, *operands):
         if not any(c in sub for sub in subs):
             raise RuntimeError("einsum(): output subscript %s does not appear in the equation for any input operand" % c)
     integral = all(not t.dtype.is_floating_point for t in operands)
-    if integral:  # through float64 (the matmuls are floating), exact below 2^53, then back to int64
+    if integral:  # through float64 (the matmuls are floating), exact below 2^53, then back to the operands'
+        int_dtype = operands[0].dtype  # integer dtype (uint8 wraps as torch's: it was int64)
+        for t in operands[1:]:
+            int_dtype = _C._promote_types(int_dtype, t.dtype)
         operands = tuple(t.double() for t in operands)
     elif any(not t.dtype.is_floating_point for t in operands):
         raise RuntimeError("einsum(): operands must share one dtype (cast them first)")
@@ -142,7 +146,7 @@ def einsum(equation, *operands):
     x, s = _einsum_reduce(x, s, set(out))
     order = [s.index(c) for c in out]
     x = x.permute(*order) if order != list(range(len(order))) else x
-    return x.round().long() if integral else x
+    return x.round().long().to(int_dtype) if integral else x
 
 
 TORCH_FUNCTIONS["einsum"] = einsum

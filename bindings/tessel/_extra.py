@@ -328,6 +328,9 @@ def _out_of_range(index, size):
 def index_select(x, dim, index):
     if x.ndim == 0:  # torch: a 0-d tensor is its own only element (index 0 or -1's errors below)
         wrap_dim(dim, 1)
+        n = index.numel() if isinstance(index, Tensor) else len(list(index))
+        if n != 1:  # (it returned the scalar for [0, 0])
+            raise RuntimeError("index_select(): Index to scalar can have only 1 value, got %d value(s)" % n)
         if _out_of_range(index if isinstance(index, Tensor) else list(index), 1) is not None:
             raise IndexError("index out of range in self")
         return x.clone()

@@ -219,8 +219,8 @@ def cumprod(x, dim, *, dtype=None):
         raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
                          % (-nd, nd - 1, dim))
     d = dim % nd
-    if x.ndim == 0 or x.shape[d] == 0:
-        return x.clone()
+    if x.ndim == 0 or x.shape[d] == 0:  # bool and integers give int64 here too, as torch (and as below)
+        return x.clone() if x.dtype.is_floating_point else x.to(_dtypes.int64)
     if x.dtype in (_dtypes.float32, _dtypes.float16, _dtypes.bfloat16):
         # torch's CPU kernel accumulates in double: a 1000-step alphas_cumprod in float32 drifted 20x further
         return cumprod(x.to(_dtypes.float64), dim).to(x.dtype)

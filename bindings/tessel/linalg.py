@@ -43,9 +43,12 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """(Σ|x|^ord)^(1/ord) over dim (all dimensions by default); ord inf / -inf: max / min |x|; 0: the
     count of nonzero entries."""
     x = _float(x, dtype)
+    if x.dim() == 0:  # a 0-d tensor is its own vector, dim 0 or -1 naming it (dim % 0 raised ZeroDivisionError)
+        for d in () if dim is None else (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            if d not in (0, -1):
+                raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got %d)" % d)
+        return vector_norm(x.reshape(1), ord, 0)
     dims = _dims(dim, x.dim())
-    if x.dim() == 0:
-        x, dims = x.reshape(1), (0,)
     a = x.abs()
     if ord == math.inf:
         return a.amax(dim=dims, keepdim=keepdim)

@@ -136,5 +136,25 @@ def test_a_list_of_tensors_takes_their_dtype():
     same(T([[T(1), 2], [3, T(4)]]), [[1, 2], [3, 4]], tessel.int64, (2, 2))
 
 
+
+def test_integer_einsum_keeps_its_dtype_and_cumprod_of_empty_ints_is_int64():
+    u8 = tessel.uint8
+    same(tessel.einsum("ij,jk->ik", T([[1, 2]], dtype=u8), T([[200], [100]], dtype=u8)), [[144]], u8, (1, 1))
+    same(tessel.einsum("i,i->", T([1, 2], dtype=tessel.int32), T([3, 4], dtype=tessel.int32)), 11, tessel.int32, ())
+    same(tessel.cumprod(T(3, dtype=u8), 0), 3, tessel.int64, ())
+    same(tessel.cumprod(tessel.zeros(0, dtype=tessel.int16), 0), [], tessel.int64, (0,))
+
+
+def test_zero_dim_index_select_and_vector_norm():
+    with pytest.raises(RuntimeError, match="Index to scalar can have only 1 value, got 2"):
+        T(5.0).index_select(0, T([0, 0]))
+    same(T(5.0).index_select(0, T([0])), 5.0, tessel.float32, ())
+    same(tessel.linalg.vector_norm(T(-2.0), 2, dim=0), 2.0, tessel.float32, ())  # was ZeroDivisionError
+    n = tessel.linalg.vector_norm(T(2.0, dtype=tessel.bfloat16), 2, dim=0, keepdim=True)
+    assert n.dtype == tessel.bfloat16 and tuple(n.shape) == () and n.item() == 2.0
+    with pytest.raises(IndexError, match=r"expected to be in range of \[-1, 0\], but got 1"):
+        tessel.linalg.vector_norm(T(-2.0), 2, dim=1)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
