@@ -305,7 +305,49 @@ def _clamp(self, min=None, max=None):
             out = _extra.maximum(out, min) if isinstance(min, Tensor) else _clamp(out, min=min)
         if max is not None:
             out = _extra.minimum(out, max) if isinstance(max, Tensor) else _clamp(out, max=max)
-        return out
+        return _clamp_grads(out, self, min, max) if isinstance(min, Tensor) and isinstance(max, Tensor) else out
+    return _clamp_numbers(self, min, max)
+
+
+_CLAMP_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
+
+
+def _clamp_grads(value, x, lo, hi):
+    """value with torch 2.15's gradients of clamp(x, lo, hi) for two tensor bounds (maximum then minimum split
+    ties, so x == lo == hi gave x a quarter; torch gives it all): with lo > hi all to hi (the value); else to lo
+    where x < lo, to hi where x > hi, half to x and half to the bound x equals when it equals one of them, all
+    to x where it equals both, lies inside, or is NaN."""
+    if not (_C.is_grad_enabled() and builtins.any(t.requires_grad for t in (x, lo, hi))):
+        return value
+    if not _CLAMP_GRADS:
+        from .autograd import Function
+        from ._pow import _sum_to
+
+        class ClampGrads(Function):
+            @staticmethod
+            def forward(ctx, value, x, lo, hi):
+                ctx.tensors = (x.detach(), lo.detach(), hi.detach())
+                ctx.shapes = (x.shape, lo.shape, hi.shape)
+                ctx.needs = (x.requires_grad, lo.requires_grad, hi.requires_grad)
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                x, lo, hi = ctx.tensors
+                w = _C._functional.where
+                zero, one, half = (_C._full([], v, g.dtype) for v in (0.0, 1.0, 0.5))
+                ordered = lo <= hi
+                at_lo, at_hi = x == lo, x == hi
+                share_lo = w(ordered & (x < lo), one, w(ordered & at_lo & ~at_hi, half, zero))
+                share_hi = w(~ordered | (x > hi), one, w(at_hi & ~at_lo, half, zero))
+                share_x = w(~ordered | (x < lo) | (x > hi), zero, w(at_lo != at_hi, half, one))
+                return (None,) + tuple(_sum_to(g * share, shape) if need else None for share, shape, need in
+                                       zip((share_x, share_lo, share_hi), ctx.shapes, ctx.needs))
+        _CLAMP_GRADS.append(ClampGrads)
+    return _CLAMP_GRADS[0].apply(value.detach(), x, lo, hi)
+
+
+def _clamp_numbers(self, min, max):
     if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
         self = self.to(_C._get_default_dtype())
     if self.dtype == _C.dtype.float16:  # torch's checked conversion of the bounds (float16 clamp(min=-70000))

@@ -221,15 +221,46 @@ def frac(x):
 
 @aligned
 def xlogy(x, y):
-    """x·log(y), 0 where x == 0 (even for y == 0 or inf), NaN where y is NaN."""
+    """x·log(y), 0 where x == 0 (even for y == 0 or inf), NaN where y is NaN; torch's gradients (_xlog_grads)."""
     zero = (x == 0.0) & (y == y)
-    return _where(zero, 0.0, x * _where(zero, 1.0, y).log())
+    return _xlog_grads(_where(zero, 0.0, x * _where(zero, 1.0, y).log()), x, y, False)
 
 
 @aligned
 def xlog1py(x, y):
     zero = (x == 0.0) & (y == y)
-    return _where(zero, 0.0, x * _where(zero, 0.0, y).log1p())
+    return _xlog_grads(_where(zero, 0.0, x * _where(zero, 0.0, y).log1p()), x, y, True)
+
+
+_XLOG_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
+
+
+def _xlog_grads(value, x, y, one_plus):
+    """value with torch's gradients of x·log(y) (one_plus: x·log1p(y)): d/dx the log, also at x = 0 (the mask
+    that makes the value 0 there cut it: xlogy(0, 2)'s was 0, torch's log 2), 0 where x is 0 and the log's
+    argument is not positive; d/dy x / y (x / (1 + y))."""
+    if not (_C.is_grad_enabled() and any(isinstance(t, _C.Tensor) and t.requires_grad for t in (x, y))):
+        return value
+    if not _XLOG_GRADS:
+        from .autograd import Function
+        from ._pow import _sum_to
+
+        class XlogGrads(Function):
+            @staticmethod
+            def forward(ctx, value, x, y, one_plus):
+                ctx.save_for_backward(x, y)
+                ctx.one_plus = one_plus
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                x, y = ctx.saved_tensors
+                arg = y + 1.0 if ctx.one_plus else y
+                dx = _where((x == 0.0) & (arg <= 0.0), 0.0, y.log1p() if ctx.one_plus else y.log())
+                return (None, _sum_to(g * dx, x.shape) if x.requires_grad else None,
+                        _sum_to(g * x / arg, y.shape) if y.requires_grad else None, None)
+        _XLOG_GRADS.append(XlogGrads)
+    return _XLOG_GRADS[0].apply(value.detach(), x, y, one_plus)
 
 
 def entr(x):
@@ -259,8 +290,8 @@ def erfc(x):
     for n in range(60, 0, -1):
         cf = af + (n * 0.5) / cf
     tail = (-(af * af)).exp() / (cf * math.sqrt(math.pi))
-    e = _where(far, tail, 1.0 - _where(far, 0.0, a).erf())
-    return _where(x < 0.0, 2.0 - e, e)
+    # 1 - erf(x) itself inside (2 - (1 - erf|x|) through |x| had abs's zero gradient at 0: erfc'(0) is -2/√π)
+    return _where(far, _where(x < 0.0, 2.0 - tail, tail), 1.0 - _where(far, 0.0, x).erf())
 
 
 _ERFINV_LOW = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,

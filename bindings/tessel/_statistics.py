@@ -37,20 +37,15 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         w = fweights.to(x.dtype)
     if aweights is not None:
         w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+    xc = x - (x.mean(1, True) if w is None else (x * w).sum(1, True) / w.sum())
     if w is None:
-        w_sum = _float(n)
-        mean = x.mean(1, True)
-    else:
-        w_sum_t = w.sum()
-        w_sum = _float(w_sum_t.item())
-        mean = (x * w).sum(1, True) / w_sum_t
-    if aweights is None or correction == 0:
-        norm = w_sum - correction
-    else:  # numpy's / torch's rule for observation weights
-        norm = w_sum - correction * _float((w * aweights.to(x.dtype)).sum().item()) / w_sum
-    xc = x - mean
-    xw = xc if w is None else xc * w
-    out = xw.matmul(xc.transpose(0, 1)) / builtins.max(norm, 0.0)  # norm <= 0: inf / NaN, as torch
+        out = xc.matmul(xc.transpose(0, 1)) / builtins.max(_float(n) - correction, 0.0)  # <= 0: inf / NaN, as torch
+    else:  # the normalization a tensor of the weights, so their gradient has its part (it was a constant)
+        w_sum = w.sum()
+        norm = w_sum - correction if aweights is None or correction == 0 else \
+            w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum  # numpy's / torch's rule for aweights
+        norm = _C._functional.where(norm <= 0, _C._full([], 0.0, norm.dtype), norm)
+        out = (xc * w).matmul(xc.transpose(0, 1)) / norm
     return out.squeeze() if input.dim() < 2 else out
 
 

@@ -91,6 +91,9 @@ class _PNormFunction:
                 def backward(ctx, g):
                     x, out = ctx.saved_tensors
                     p = ctx.p
+                    if _C.is_grad_enabled():  # a create_graph backward: the norm recomputed from x with its
+                        # graph (the saved one is a constant there: the second derivative lacked d norm / dx)
+                        out = (x.abs() ** p).sum(ctx.dims, keepdim=True) ** (1.0 / p)
                     if not ctx.keepdim:
                         for d in sorted(ctx.dims):
                             g = g.unsqueeze(d)

@@ -1,0 +1,100 @@
+"""Gradients against torch 2.15's, from the thirty-eighth session's sweep of ~700 first- and second-order cases
+(each expected value below is what torch 2.15 computed for the same call): vector_norm's second derivative for p
+other than 1, 2 and inf, erfc at 0, xlogy / xlog1py with respect to x at x = 0, cov's observation weights, and
+clamp with two tensor bounds at ties.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import tessel
+
+D = tessel.float64
+
+
+def t(v):
+    return tessel.tensor(v, dtype=D, requires_grad=True)
+
+
+def grad(y, x, **kw):
+    return tessel.autograd.grad(y, x, **kw)
+
+
+def close(got, want):
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_vector_norm_second_derivative_keeps_the_norms_own_dependence():
+    for norm in (lambda x: tessel.linalg.vector_norm(x, 3), lambda x: tessel.norm(x, p=3),
+                 lambda x: tessel.dist(x, tessel.zeros(3, dtype=D), p=3)):
+        x = t([1.0, -2.0, 0.5])
+        g, = grad(norm(x), x, create_graph=True)
+        close(grad(g.sum(), x)[0].tolist(), [0.5960401180802657, 0.36389817735426755, 0.26351247325653854])
+    x = t([[1.0, -2.0], [0.5, 3.0]])
+    g, = grad(tessel.linalg.vector_norm(x, 1.5, dim=1).sum(), x, create_graph=True)
+    close(grad((g * g).sum(), x)[0].tolist(),
+          [[0.08842064311358744, 0.04421032155679355], [0.17675490181633258, -0.02945915030272206]])
+
+
+def test_erfc_gradient_at_zero_is_minus_two_over_root_pi():
+    x = t([0.0, 0.5, -0.5, -3.0])
+    close(grad(tessel.erfc(x).sum(), x)[0].tolist(), [-2 / math.sqrt(math.pi)] + [
+        -2 / math.sqrt(math.pi) * math.exp(-v * v) for v in (0.5, -0.5, -3.0)])
+    close(tessel.erfc(tessel.tensor([0.0, -0.5, -3.0, 3.0], dtype=D)).tolist(),
+          [math.erfc(v) for v in (0.0, -0.5, -3.0, 3.0)])
+
+
+def test_xlogy_and_xlog1py_gradients_at_x_zero():
+    x, y = t([0.0, 1.0]), t([2.0, 3.0])
+    g, = grad(tessel.xlogy(x, y).sum(), x, create_graph=True)
+    close(g.tolist(), [math.log(2.0), math.log(3.0)])  # the mask for the value 0 cut it: [0, log 3]
+    close(grad(g.sum(), y)[0].tolist(), [0.5, 1 / 3])
+    x = t([0.0])
+    close(grad(tessel.special.xlog1py(x, tessel.tensor([1.0], dtype=D)).sum(), x)[0].tolist(), [math.log(2.0)])
+    x, y = t([0.0, 0.0, 1.0]), t([0.0, -1.0, 0.0])  # torch's masked corners: 0 for x, x / y for y
+    gx, gy = grad(tessel.xlogy(x, y).sum(), (x, y))
+    close(gx.tolist(), [0.0, 0.0, -math.inf])
+    assert math.isnan(gy.tolist()[0]) and gy.tolist()[1:] == [-0.0, math.inf]
+
+
+def test_cov_gradient_with_respect_to_observation_weights():
+    X = tessel.tensor([[1.0, 2.0, 0.5, -1.0], [0.0, 1.0, 3.0, 2.0]], dtype=D)
+    w = t([0.5, 1.0, 2.0, 0.3])
+    got = grad(tessel.cov(X, correction=0, aweights=w).sum(), w)[0].tolist()
+    np.testing.assert_allclose(got, [0.643315, -0.243111, -0.135771, 0.643315], atol=1e-6)  # torch's
+    close(got, grad(_cov_reference(X, w, 0).sum(), w)[0].tolist())
+    w = t([0.5, 1.0, 2.0, 0.3])
+    close(grad(tessel.cov(X, aweights=w).sum(), w)[0].tolist(), grad(_cov_reference(X, w, 1).sum(), w)[0].tolist())
+    np.testing.assert_allclose(tessel.cov(X, correction=0, aweights=t([0.5, 1.0, 2.0, 0.3])).detach().numpy(),
+                               np.cov(X.numpy(), aweights=[0.5, 1.0, 2.0, 0.3], ddof=0), rtol=1e-12)
+
+
+def _cov_reference(X, w, correction):
+    """numpy's weighted covariance formula written with tessel ops (every term differentiable)."""
+    w_sum = w.sum()
+    mean = (X * w).sum(1, keepdim=True) / w_sum
+    xc = X - mean
+    norm = w_sum - correction * (w * w).sum() / w_sum
+    return (xc * w).matmul(xc.t()) / norm
+
+
+def test_clamp_with_two_tensor_bounds_shares_gradients_as_torch():
+    want = {  # (x, lo, hi): (value, gradients of x, lo, hi), as torch 2.15
+        (0.3, 0.3, 0.3): (0.3, [1.0, 0.0, 0.0]), (0.1, 0.3, 0.3): (0.3, [0.0, 1.0, 0.0]),
+        (0.5, 0.3, 0.3): (0.3, [0.0, 0.0, 1.0]), (0.3, 0.3, 0.5): (0.3, [0.5, 0.5, 0.0]),
+        (0.5, 0.3, 0.5): (0.5, [0.5, 0.0, 0.5]), (0.1, 0.7, 0.3): (0.3, [0.0, 0.0, 1.0]),
+        (0.7, 0.7, 0.3): (0.3, [0.0, 0.0, 1.0]), (0.4, 0.3, 0.5): (0.4, [1.0, 0.0, 0.0]),
+    }
+    for (xv, lo, hi), (value, grads) in want.items():
+        x, lo_t, hi_t = t([xv]), t([lo]), t([hi])
+        out = tessel.clamp(x, lo_t, hi_t)
+        close(out.tolist(), [value])
+        close([g.item() for g in grad(out.sum(), (x, lo_t, hi_t))], grads)
+    x, lo_t = t([0.5, 0.2]), t([0.5, 0.5])  # one tensor bound: maximum's split of a tie, as torch
+    close([g.tolist() for g in grad(tessel.clamp(x, lo_t).sum(), (x, lo_t))], [[0.5, 0.0], [0.5, 1.0]])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
