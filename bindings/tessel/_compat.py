@@ -400,6 +400,13 @@ def _unfold(self, dimension, size, step):
             # a view of self's memory)
             if "share memory" not in str(e):
                 raise
+    if self.is_distributed:  # d not sharded: the windows of each rank's piece, a view written through
+        from ._dtensor_like import local_view
+        view = local_view(self, lambda local: _unfold(local, d, size, step),
+                          {i: i for i in range(self.ndim) if i != d},
+                          list(self.shape[:d]) + [count] + list(self.shape[d + 1:]) + [size])
+        if view is not None:
+            return view
     index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     picked = index_select(self, d, tensor(index.astype(np.int64)))
     shape = list(self.shape)

@@ -138,7 +138,8 @@ def _diagonal_index(n_rows, n_cols, offset):
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
     """torch.diagonal: the diagonal over dims (dim1, dim2), appended as the last dim; a view of x (as_strided), so
-    `x.diagonal().zero_()` writes x, as torch. A DTensor's is a copy (it has no strides in memory)."""
+    `x.diagonal().zero_()` writes x, as torch; a DTensor's too when neither dim is sharded (each rank's piece's
+    diagonal), else a copy (the diagonal crosses the shards)."""
     d1, d2 = dim1 % x.ndim, dim2 % x.ndim
     if d1 == d2:
         raise RuntimeError("diagonal dimensions cannot be identical %d, %d" % (dim1, dim2))
@@ -149,7 +150,15 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
         start = x.storage_offset() + ((offset * s2 if offset >= 0 else -offset * s1) if length > 0 else 0)
         rest = [d for d in range(x.ndim) if d not in (d1, d2)]
         return x.as_strided([x.shape[d] for d in rest] + [length], [x.stride(d) for d in rest] + [s1 + s2], start)
-    y = movedim(x, [d1, d2], [x.ndim - 2, x.ndim - 1])
+    rest = [d for d in range(x.ndim) if d not in (d1, d2)]
+    n1, n2 = x.shape[d1], x.shape[d2]
+    length = builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2))
+    from ._dtensor_like import local_view  # neither dim sharded: a view of each rank's piece, written through
+    view = local_view(x, lambda local: diagonal(local, offset, d1, d2), {d: i for i, d in enumerate(rest)},
+                      [x.shape[d] for d in rest] + [length])
+    if view is not None:
+        return view
+    y = movedim(x, [d1, d2], [x.ndim - 2, x.ndim - 1])  # a copy: the diagonal crosses the shards
     rows, cols = _diagonal_index(y.shape[-2], y.shape[-1], offset)
     return y[(builtins.Ellipsis, _tensor(rows), _tensor(cols))]
 

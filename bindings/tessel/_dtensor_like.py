@@ -16,6 +16,24 @@ def _like_placements(t):
     return [_C.Replicate() if isinstance(p, _C.Partial) else p for p in t.placements]
 
 
+def local_view(x, view, dim_map, shape):
+    """A view op on DTensor x computed on each rank's local piece, as a DTensor over that piece's memory, so
+    writes through it reach x (x.diagonal().fill_(v) was lost: the DTensor form copied): view(local) must not
+    mix elements across x's sharded dims; dim_map maps each of x's dims to the result's (None: consumed, which
+    must not be sharded). None when a placement does not allow it (a shard of a consumed dim, a strided shard):
+    the caller takes the copying path then."""
+    placements = []
+    for p in x.placements:
+        if p.is_shard():
+            if type(p) is not _C.Shard or dim_map.get(p.dim) is None:
+                return None
+            placements.append(_C.Shard(dim_map[p.dim]))
+        else:
+            placements.append(p)
+    local = view(x.to_local())
+    return _C.from_local(local, x.device_mesh, placements, list(shape), _contiguous_strides(shape), False)
+
+
 def _contiguous_strides(shape):
     """The row-major strides of `shape` (a DTensor's global strides when from_local is told its shape)."""
     strides, n = [], 1

@@ -331,6 +331,42 @@ def test_shape_is_a_size_and_chunk_and_split_return_tuples_as_torch():
     tessel.run_ranks(2, rank_fn)
 
 
+
+def test_diagonal_and_unfold_of_a_dtensor_write_through_when_their_dims_are_not_sharded():
+    """x.diagonal().fill_(v) and x.unfold(...).mul_(s) on a DTensor whose diagonal / unfolded dims are not sharded
+    change x, as torch's (the DTensor forms were copies: the writes were lost); out of place they keep the
+    full tensor's values and gradients; under autograd the in-place write refuses clearly."""
+    x = tessel.arange(18.0).reshape(2, 3, 3)
+    want_diag, want_unfold = x.clone(), x.clone()
+    want_diag.diagonal(0, 1, 2).fill_(-1.0)
+    want_unfold.unfold(2, 1, 2).mul_(0.0)
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        for pl in (Replicate(), Shard(0)):
+            d = distribute_tensor(x.clone(), mesh, [pl])
+            v = d.diagonal(0, 1, 2)
+            assert tuple(v.shape) == (2, 3) and list(v.placements) == [pl]
+            v.fill_(-1.0)
+            np.testing.assert_array_equal(d.full_tensor().numpy(), want_diag.numpy())
+            d = distribute_tensor(x.clone(), mesh, [pl])
+            d.unfold(2, 1, 2).mul_(0.0)
+            np.testing.assert_array_equal(d.full_tensor().numpy(), want_unfold.numpy())
+            leaf = distribute_tensor(x.clone(), mesh, [pl]).requires_grad_(True)
+            out = leaf.diagonal(1, 1, 2) * tessel.tensor(2.0) + leaf.unfold(2, 2, 1).sum()
+            np.testing.assert_array_equal(out.full_tensor().detach().numpy(), (x.diagonal(1, 1, 2) * 2 +
+                                                                                x.unfold(2, 2, 1).sum()).numpy())
+            out.sum().backward()
+            plain = x.clone().requires_grad_(True)
+            (plain.diagonal(1, 1, 2) * 2 + plain.unfold(2, 2, 1).sum()).sum().backward()
+            np.testing.assert_array_equal(leaf.grad.full_tensor().numpy(), plain.grad.numpy())
+        y = distribute_tensor(x.clone(), mesh, [Replicate()]).requires_grad_(True) * 1.0
+        with pytest.raises(RuntimeError, match="which something else shares"):
+            y.diagonal(0, 1, 2).mul_(3.0)
+
+    tessel.run_ranks(2, rank_fn)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
