@@ -25,6 +25,7 @@ The original flat API stays: ``tessel.GPT``, ``tessel.AdamW(model)``, ``tessel.f
 ``tessel.init_device_mesh(world, shape, names)``, ``tessel.save`` / ``tessel.load``.
 """
 import builtins as _builtins
+import math as _math
 import threading as _threading
 import os
 import sys as _sys
@@ -284,8 +285,13 @@ def where(condition, input=None, other=None):
 
 @_float32_under_autocast  # (torch's CPU autocast float32 list)
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    """torch.cdist: the p-norm distance between each row of x1 [..., P, M] and each row of x2 [..., R, M]."""
-    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+    """torch.cdist: the p-norm distance between each row of x1 [..., P, M] and each row of x2 [..., R, M]; p = inf
+    gives every coordinate tied at the maximum the whole gradient, as torch's cdist (the norm's split it)."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == _math.inf and _C.is_grad_enabled() and diff.requires_grad:
+        from ._cdist import max_abs_with_tied_gradients
+        return max_abs_with_tied_gradients(diff)
+    return diff.norm(p, -1)
 
 
 matmul = _C.Tensor.matmul

@@ -174,7 +174,36 @@ def hypot(x, y):
     zero = (ax == 0.0) & (ay == 0.0)
     t = n / _where(zero, 1.0, m)
     r = _where(zero, 0.0, m * (1.0 + t * t).sqrt())
-    return _where(ax.isinf() | ay.isinf(), math.inf, r)
+    return _hypot_grads(_where(ax.isinf() | ay.isinf(), math.inf, r), x, y)
+
+
+_HYPOT_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
+
+
+def _hypot_grads(value, x, y):
+    """value with torch's hypot gradients x / h and y / h (NaN at the origin, as torch's), whose own derivatives
+    a create_graph backward takes (through |x| the composition had none at 0: d²/dx² hypot(x, 2) at 0 was 0, not
+    1/2)."""
+    if not (_C.is_grad_enabled() and any(isinstance(t, _C.Tensor) and t.requires_grad for t in (x, y))):
+        return value
+    if not _HYPOT_GRADS:
+        from .autograd import Function
+        from ._pow import _sum_to
+
+        class HypotGrads(Function):
+            @staticmethod
+            def forward(ctx, value, x, y):
+                ctx.save_for_backward(x, y)
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                x, y = ctx.saved_tensors
+                h = hypot(x, y)  # with its graph under create_graph (hypot's own gradients again)
+                return (None, _sum_to(g * x / h, x.shape) if x.requires_grad else None,
+                        _sum_to(g * y / h, y.shape) if y.requires_grad else None)
+        _HYPOT_GRADS.append(HypotGrads)
+    return _HYPOT_GRADS[0].apply(value.detach(), x, y)
 
 
 @aligned

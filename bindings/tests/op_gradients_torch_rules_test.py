@@ -96,5 +96,32 @@ def test_clamp_with_two_tensor_bounds_shares_gradients_as_torch():
     close([g.tolist() for g in grad(tessel.clamp(x, lo_t).sum(), (x, lo_t))], [[0.5, 0.0], [0.5, 1.0]])
 
 
+
+def test_hypot_second_derivatives_at_a_zero_argument():
+    want = {  # (x, y): (h, dh/dx, dh/dy, d2h/dx2, d2h/dxdy, d2h/dy2), as torch 2.15
+        (0.0, 2.0): (2.0, 0.0, 1.0, 0.5, 0.0, 0.0), (3.0, 0.0): (3.0, 1.0, 0.0, 0.0, 0.0, 1 / 3),
+        (3.0, 4.0): (5.0, 0.6, 0.8, 0.128, -0.096, 0.072), (-1.5, 2.0): (2.5, -0.6, 0.8, 0.256, 0.192, 0.144),
+    }
+    for (xv, yv), w in want.items():
+        x, y = t([xv]), t([yv])
+        h = tessel.hypot(x, y)
+        gx, gy = grad(h.sum(), (x, y), create_graph=True)
+        hxx, hxy = grad(gx.sum(), (x, y), retain_graph=True)
+        hyy = grad(gy.sum(), y)[0]
+        np.testing.assert_allclose([h.item(), gx.item(), gy.item(), hxx.item(), hxy.item(), hyy.item()], w,
+                                   rtol=1e-12, atol=1e-15)
+    x, y = t([0.0]), t([0.0])
+    assert all(math.isnan(g.item()) for g in grad(tessel.hypot(x, y).sum(), (x, y)))  # torch's 0 / 0 at the origin
+
+
+def test_cdist_inf_gives_every_tied_coordinate_the_whole_gradient():
+    x1 = t([[1.0, 3.0], [0.0, 0.0]])
+    x2 = t([[2.0, 2.0], [0.0, 0.0], [-1.0, 5.0]])
+    out = tessel.cdist(x1, x2, p=math.inf)
+    close(out.tolist(), [[1.0, 3.0, 2.0], [2.0, 0.0, 5.0]])
+    g1, g2 = grad((out * tessel.arange(1.0, 7.0, dtype=D).reshape(2, 3)).sum(), (x1, x2))
+    close(g1.tolist(), [[2.0, 0.0], [-4.0, -10.0]])  # torch 2.15's; the split of the norm gave halves at ties
+    close(g2.tolist(), [[5.0, 3.0], [0.0, -2.0], [-3.0, 9.0]])
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
