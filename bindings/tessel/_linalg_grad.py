@@ -139,7 +139,7 @@ class Solve(Function):
 
     @staticmethod
     def backward_left(linalg, a, b, g):
-        vector = b.dim() == a.dim() - 1  # B [..., n]: a batch of vectors
+        vector = linalg.vector_rhs(a.shape, b.shape)  # B [..., n]: a batch of vectors
         gb = linalg.solve(_mT(a), g)
         x = linalg.solve(a, b)
         if vector:

@@ -252,13 +252,26 @@ def slogdet(A):
     return _SLOGDET(*(_grad().Slogdet.apply(A) if _needs_grad(A) else _slogdet_host(A)))
 
 
+def vector_rhs(a_shape, b_shape):
+    """torch's rule for linalg.solve's B: a (batch of) vector(s) when 1-D, or one dim short of A with A's batch and
+    row dims; otherwise a (batch of) matrix(es) whose batch dims broadcast with A's."""
+    return len(b_shape) == 1 or (len(b_shape) == len(a_shape) - 1 and tuple(b_shape) == tuple(a_shape[:-1]))
+
+
 def _solve_host(A, B, left):
     a, b = _host(A, "solve"), _host(B, "solve")
     if not left:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ
-        return _back(np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
-    if b.ndim == a.ndim - 1:  # a batch of vectors (torch's rule; numpy 1.x would read [n, n] @ [n] differently)
-        return _back(np.linalg.solve(a, b[..., None])[..., 0], A)
-    return _back(np.linalg.solve(a, b), A)
+        return _back(np.swapaxes(_solve_matrices(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2), A)
+    if vector_rhs(a.shape, b.shape):  # (numpy 1.x would read [n, n] @ [n] differently)
+        return _back(_solve_matrices(a, b[..., None])[..., 0], A)
+    return _back(_solve_matrices(a, b), A)
+
+
+def _solve_matrices(a, b):
+    """np.linalg.solve of matrix right-hand sides, their batch dims broadcast first (numpy reads a b one dim short
+    of a as a stack of vectors: A [2, 3, 3] with B [3, 2] raised, torch broadcasts B to [2, 3, 2])."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
 
 
 @_float32_under_autocast

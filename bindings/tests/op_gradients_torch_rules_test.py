@@ -123,5 +123,26 @@ def test_cdist_inf_gives_every_tied_coordinate_the_whole_gradient():
     close(g1.tolist(), [[2.0, 0.0], [-4.0, -10.0]])  # torch 2.15's; the split of the norm gave halves at ties
     close(g2.tolist(), [[5.0, 3.0], [0.0, -2.0], [-3.0, 9.0]])
 
+
+def test_solve_broadcasts_a_matrix_right_hand_side_and_its_gradients():
+    A = t([[[2.0, 1, 0], [1, 3, 1], [0, 1, 4]], [[1.0, 0, 0], [0, 2, 0], [1, 0, 3]]])
+    want = {  # B: (X's shape, X, dL/dB, sum of dL/dA) for L = sum(X²), as torch 2.15
+        ((3, 2), (1.0, 2, 3, 4, 5, 6)): ((2, 3, 2), [2 / 9, 2 / 3, 5 / 9, 2 / 3, 10 / 9, 4 / 3, 1, 2, 1.5, 2, 4 / 3,
+                                                     4 / 3], [1.259259259, 3.777777778, 1.648148148, 2.0,
+                                                              1.407407407, 1.555555556], -50.511316872),
+        ((2, 3), (1.0, 2, 3, 4, 5, 6)): ((2, 3), [1 / 3, 1 / 3, 2 / 3, 4, 2.5, 2 / 3],
+                                         [1 / 3, 0.0, 1 / 3, 7.555555556, 2.5, 0.444444444], -76.138888889),
+        ((3,), (1.0, 2, 3)): ((2, 3), [1 / 3, 1 / 3, 2 / 3, 1, 1, 2 / 3], [1.888888889, 1.0, 0.777777778],
+                              -8.888888889),
+    }
+    for (shape, values), (x_shape, x, gb, ga_sum) in want.items():
+        B = tessel.tensor(values, dtype=D).reshape(*shape).requires_grad_(True)
+        X = tessel.linalg.solve(A, B)  # [3, 2] against [2, 3, 3]: broadcast to [2, 3, 2] (numpy's rule raised)
+        assert tuple(X.shape) == x_shape
+        ga, g = grad((X * X).sum(), (A, B))
+        np.testing.assert_allclose(X.detach().numpy().reshape(-1), x, rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(g.numpy().reshape(-1), gb, rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(ga.sum().item(), ga_sum, rtol=1e-9)
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
