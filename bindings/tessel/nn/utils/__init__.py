@@ -53,6 +53,12 @@ def _by_mesh(params):
     return groups
 
 
+def _extreme(pick, values):
+    """max / min of the per-tensor norms, NaN if any is (Python's max skips a NaN that is not first: a NaN
+    gradient after the first was missed by the inf-norm, its clipping and error_if_nonfinite)."""
+    return float("nan") if any(v != v for v in values) else pick(values)
+
+
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """torch.nn.utils.get_total_norm: the norm of the norms of `tensors` (gradients, not parameters), in their
     dtype; DTensors reduce over their meshes (one all-reduce per mesh) and the result is then a Replicate DTensor
@@ -64,9 +70,9 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     mesh = next((t.device_mesh for t in tensors if t.is_distributed), None)
     with _C._GradMode(False):
         if p == float("inf"):
-            total = max(t.double().abs().amax().item() for t in tensors if t.numel())
+            total = _extreme(max, [t.double().abs().amax().item() for t in tensors if t.numel()])
         elif p == -float("inf"):  # torch's: the smallest magnitude of any element
-            total = min(t.double().abs().amin().item() for t in tensors if t.numel())
+            total = _extreme(min, [t.double().abs().amin().item() for t in tensors if t.numel()])
         elif p == 0:  # torch's: the 0-"norm" of the per-tensor 0-norms, i.e. how many tensors hold a nonzero
             total = float(sum(1 for t in tensors if bool((t != 0).any())))
         else:
@@ -126,9 +132,9 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
     with _C._GradMode(False):
         if p == float("inf"):
-            total = max(g.double().abs().amax().item() for g in grads)
+            total = _extreme(max, [g.double().abs().amax().item() for g in grads])
         elif p == -float("inf"):  # torch's: the smallest magnitude of any element
-            total = min(g.double().abs().amin().item() for g in grads if g.numel())
+            total = _extreme(min, [g.double().abs().amin().item() for g in grads if g.numel()])
         elif p == 0:  # torch's: the 0-"norm" of the per-gradient 0-norms, i.e. how many gradients hold a nonzero
             total = float(sum(1 for g in grads if bool((g != 0).any())))
         else:
@@ -295,8 +301,14 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     module.register_buffer(name + "_u", u)
     module.register_buffer(name + "_v", v)
 
+    ran = []  # whether a forward has run: before the first, module.<name> is the raw weight, as torch's
+
     def compute(m):
         w_orig, u, v = getattr(m, name + "_orig"), getattr(m, name + "_u"), getattr(m, name + "_v")
+        if m._in_forward():
+            ran.append(True) if not ran else None
+        elif not ran:  # (torch sets weight.data at registration; W / σ with the unrun random u, v was read here)
+            return w_orig.detach()
         mat = _as_matrix(w_orig, dim)
         if m.training and m._in_forward():
             with _C._GradMode(False):

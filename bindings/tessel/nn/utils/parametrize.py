@@ -195,7 +195,10 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
             value = getattr(module, tensor_name)
         if plist.is_tensor:
             with _C._GradMode(False):
-                plist.original.copy_(value)
+                if tuple(value.shape) == tuple(plist.original.shape) and value.dtype == plist.original.dtype:
+                    plist.original.copy_(value)
+                else:  # an unsafe parametrization's other shape or dtype: torch's set_ (copy_ broadcast it)
+                    plist.original.data = value.detach().clone()
             param = plist.original
         else:
             param = Parameter(value.detach().clone(), requires_grad=plist.original0.requires_grad)

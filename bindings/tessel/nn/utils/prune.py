@@ -317,17 +317,18 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
 def remove(module, name):
     """Makes the pruning of module.<name> permanent: a parameter again, holding weight_orig * weight_mask;
     weight_orig, weight_mask and the forward recomputation go."""
-    from .. import Parameter
     pruned = getattr(module, "__dict__").get(_PRUNED, {})
     if name not in pruned:
         raise ValueError("Parameter '%s' of module %s has to be pruned before pruning can be removed"
                          % (name, type(module).__name__))
+    orig = getattr(module, name + "_orig")
     with _C._GradMode(False):
         weight = _apply_mask(module, name).detach().clone()
-    module._set_computed_parameter(name, None)
+        orig.copy_(weight)  # weight_orig's Parameter object itself becomes the weight again, as torch's (a new
+    module._set_computed_parameter(name, None)  # one was not in an optimizer made after pruning: never trained)
     module._remove_parameter(name + "_orig")
     module._remove_buffer(name + "_mask")
-    module._register_parameter(name, Parameter(weight))
+    module._register_parameter(name, orig)
     del pruned[name]
     return module
 

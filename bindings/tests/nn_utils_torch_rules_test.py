@@ -1,0 +1,70 @@
+"""torch.nn.utils against torch 2.15, from the thirty-eighth session's sweep of RNNs and nn.utils (each expected
+value below is what torch 2.15 printed for the same script): the inf-norm clipping with a NaN gradient after the
+first, prune.remove keeping the Parameter object an optimizer holds, remove_parametrizations of an unsafe
+parametrization that changes the shape, and the hook-based spectral_norm's weight before any forward."""
+import math
+
+import pytest
+
+import tessel
+import tessel.nn as nn
+from tessel.nn.utils import parametrize, prune
+
+
+def test_inf_norm_sees_a_nan_in_any_gradient():
+    for norm_type in (math.inf, -math.inf):
+        a, b = nn.Parameter(tessel.ones(2)), nn.Parameter(tessel.ones(2))
+        a.grad, b.grad = tessel.tensor([1.0, 2.0]), tessel.tensor([3.0, math.nan])
+        total = nn.utils.clip_grad_norm_([a, b], max_norm=1.0, norm_type=norm_type)
+        assert math.isnan(total.item())  # was 2.0 (inf) / 1.0 (-inf): Python's max skipped the NaN
+        assert all(math.isnan(v) for v in a.grad.tolist() + b.grad.tolist())  # torch scales by clamp(NaN)
+        assert math.isnan(nn.utils.get_total_norm([tessel.tensor([1.0, 2.0]), tessel.tensor([3.0, math.nan])],
+                                                  norm_type).item())
+        a.grad, b.grad = tessel.tensor([1.0, 2.0]), tessel.tensor([3.0, math.nan])
+        with pytest.raises(RuntimeError, match="non-finite"):
+            nn.utils.clip_grad_norm_([a, b], max_norm=1.0, norm_type=norm_type, error_if_nonfinite=True)
+
+
+def test_prune_remove_keeps_the_parameter_an_optimizer_holds():
+    m = nn.Linear(2, 1)
+    with tessel.no_grad():
+        m.weight.copy_(tessel.tensor([[1.0, 0.1]]))
+    prune.l1_unstructured(m, "weight", amount=1)
+    opt = tessel.optim.SGD(m.parameters(), lr=1.0)  # holds weight_orig
+    orig = m.weight_orig
+    prune.remove(m, "weight")
+    assert m.weight is orig and m.weight.tolist() == [[1.0, 0.0]]
+    for p in m.parameters():
+        p.grad = tessel.ones_like(p)
+    opt.step()
+    assert m.weight.tolist() == [[0.0, -1.0]]  # a new Parameter stayed [[1, 0]]: the optimizer held the old one
+
+
+def test_removing_an_unsafe_parametrization_takes_its_shape():
+    class Shrink(nn.Module):
+        def forward(self, X):
+            return X.sum(0)
+
+    m = nn.Linear(3, 3)
+    with tessel.no_grad():
+        m.weight.copy_(tessel.arange(9.0).reshape(3, 3))
+    parametrize.register_parametrization(m, "weight", Shrink(), unsafe=True)
+    parametrize.remove_parametrizations(m, "weight", leave_parametrized=True)
+    assert tuple(m.weight.shape) == (3,) and m.weight.tolist() == [9.0, 12.0, 15.0]  # was broadcast into [3, 3]
+    assert isinstance(m.weight, nn.Parameter)
+
+
+def test_hook_spectral_norm_weight_is_the_raw_weight_before_a_forward():
+    m = nn.Linear(3, 2, bias=False)
+    with tessel.no_grad():
+        m.weight.copy_(tessel.tensor([[3.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    nn.utils.spectral_norm(m)
+    assert m.weight.tolist() == [[3.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # W / (uᵀ W v) with the random u, v was read
+    m(tessel.ones(1, 3))
+    w = m.weight.detach()
+    sigma = (m.weight_u @ m.weight_orig.detach() @ m.weight_v).item()
+    assert abs(w[0, 0].item() - 3.0 / sigma) < 1e-6
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
