@@ -39,12 +39,14 @@ def _grad(outputs, inputs, grad_outputs, create_graph, allow_unused=True):
 
 
 def _prepare(inputs, create_graph):
-    """Fresh leaves of the inputs that require grad (the caller's tensors untouched)."""
+    """Fresh leaves of the inputs that require grad (the caller's tensors untouched); with create_graph an input that
+    requires grad is aliased (a view in its graph, as torch's _grad_preprocess), so the function's other uses of
+    it (a closure over it) are not differentiated as this input."""
     out = []
     for x in inputs:
         if not isinstance(x, Tensor):
             raise TypeError("The inputs given to the function must be Tensors, got %s" % type(x).__name__)
-        leaf = x if create_graph and x.requires_grad else x.detach()
+        leaf = x.view_as(x) if create_graph and x.requires_grad else x.detach()
         if not leaf.requires_grad:
             leaf = leaf.requires_grad_(True)
         out.append(leaf)

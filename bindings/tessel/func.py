@@ -108,11 +108,13 @@ def _argnums(argnums, n):
 
 
 def _leaf(x):
-    """x made differentiable here: x itself when an enclosing transform already tracks it, else a fresh leaf
-    (whose results this transform detaches before returning)."""
+    """x made differentiable here: an alias of x (a view, connected to x's graph) when an enclosing transform or
+    the caller already tracks x, else a fresh leaf (whose results this transform detaches before returning). The
+    alias keeps this level's input apart from x's other uses: with x itself, a function closing over x (the inner
+    function of grad(lambda a: grad(lambda b: a * b)(a))) was differentiated through those too (2, torch's 1)."""
     if not isinstance(x, Tensor):
         raise RuntimeError("grad: the differentiated inputs must be Tensors, got %s" % type(x).__name__)
-    return (x, False) if x.requires_grad else (x.detach().requires_grad_(True), True)
+    return (x.view_as(x), False) if x.requires_grad else (x.detach().requires_grad_(True), True)
 
 
 def _reaches_other_leaves(out, leaves):
@@ -218,6 +220,8 @@ def vjp(func, *primals, has_aux=False):
     Primals, outputs and cotangents may be pytrees (dicts, lists, tuples of tensors), as torch's."""
     from .utils._pytree import tree_flatten, tree_unflatten
     flats = [tree_flatten(p) for p in primals]
+    # inside another transform (a primal tracked already) vjp_fn's gradients keep their graph, so grad(vjp) works
+    nested = builtins.any(isinstance(leaf, Tensor) and leaf.requires_grad for leaves, _ in flats for leaf in leaves)
     with _C._GradMode(True):
         made = [[_leaf(leaf)[0] for leaf in leaves] for leaves, _ in flats]
         out = func(*[tree_unflatten(m, spec) for m, (_, spec) in zip(made, flats)])
@@ -232,8 +236,11 @@ def vjp(func, *primals, has_aux=False):
         cts, ct_spec = tree_flatten(tree)
         if len(cts) != len(outs) or (len(outs) > 1 and ct_spec != out_spec):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs")
+        graph = nested or builtins.any(isinstance(c, Tensor) and c.requires_grad for c in cts)
         with _C._GradMode(True):
-            grads = _grads_of(outs, leaves, cts, retain_graph=True)
+            grads = _grads_of(outs, leaves, cts, retain_graph=True, create_graph=graph)
+        if not graph:
+            grads = tuple(g.detach() for g in grads)
         per_primal, at = [], 0
         for m, (_, spec) in zip(made, flats):
             per_primal.append(tree_unflatten(list(grads[at:at + len(m)]), spec))
@@ -269,8 +276,11 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         outs, tree = tree_flatten(result)
         out_spec.append(tree)
         return tuple(outs) if len(outs) != 1 or not isinstance(result, Tensor) else outs[0]
+    # inside another transform (a primal or tangent tracked already) the product keeps its graph: grad(jvp) works
+    nested = builtins.any(isinstance(t, Tensor) and t.requires_grad for t in list(leaves) + list(tangent_leaves))
     out, product = functional_jvp(flat_output, tuple(leaves) if len(leaves) != 1 else leaves[0],
-                                  tuple(tangent_leaves) if len(tangent_leaves) != 1 else tangent_leaves[0])
+                                  tuple(tangent_leaves) if len(tangent_leaves) != 1 else tangent_leaves[0],
+                                  create_graph=nested)
     if not isinstance(out, tuple):
         out, product = [out], [product]
     out, product = tree_unflatten(list(out), out_spec[0]), tree_unflatten(list(product), out_spec[0])

@@ -144,5 +144,31 @@ def test_solve_broadcasts_a_matrix_right_hand_side_and_its_gradients():
         np.testing.assert_allclose(g.numpy().reshape(-1), gb, rtol=1e-8, atol=1e-9)
         np.testing.assert_allclose(ga.sum().item(), ga_sum, rtol=1e-9)
 
+
+def test_func_transforms_keep_each_levels_input_apart_from_captured_uses():
+    F = tessel.func
+    two = tessel.tensor(2.0, dtype=D)
+    # d/da [d/db (a·b) at b = a] = d/da a = 1: the inner grad differentiated a's captured use too (2)
+    assert F.grad(lambda a: F.grad(lambda b: a * b)(a))(two).item() == 1.0
+    assert F.jacrev(lambda a: F.jacrev(lambda b: a * b)(a))(two).item() == 1.0
+    a = two.clone().requires_grad_()  # an input that requires grad and is also closed over: d/db (a·b) = a
+    assert F.grad(lambda b: a * b)(a).item() == 2.0 and F.jvp(lambda b: a * b, (a,), (tessel.ones((), dtype=D),))[
+        1].item() == 2.0
+    x = tessel.tensor([0.3, -1.2, 2.0], dtype=D).requires_grad_()
+    close(F.grad(lambda p, q: (p * q).sum())(x, x).tolist(), [0.3, -1.2, 2.0])  # was 2x
+
+
+def test_vjp_and_jvp_inside_grad_keep_their_graph():
+    F = tessel.func
+    three, one = tessel.tensor(3.0, dtype=D), tessel.tensor(1.0, dtype=D)
+    # d/da [d/db b³ at b = a] = 6a = 18 (vjp_fn's and jvp's products were detached: 0)
+    assert F.grad(lambda a: F.vjp(lambda b: b ** 3, a)[1](one)[0])(three).item() == 18.0
+    assert F.grad(lambda a: F.jvp(lambda b: b ** 3, (a,), (one,))[1])(three).item() == 18.0
+    jac = F.jacrev(lambda a: F.vjp(lambda b: b ** 3, a)[1](tessel.ones(2, dtype=D))[0])(
+        tessel.tensor([3.0, 2.0], dtype=D))
+    close(jac.tolist(), [[18.0, 0.0], [0.0, 12.0]])
+    out, fn = F.vjp(lambda b: b ** 3, three)  # at the top level vjp_fn's gradients stay plain, as torch's
+    assert not fn(one)[0].requires_grad and fn(one)[0].item() == 27.0
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
