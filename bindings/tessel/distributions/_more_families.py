@@ -26,8 +26,13 @@ _LOG_PI = math.log(math.pi)
 
 def _host(fn, shape, dtype):
     """An exact host sample of `shape` (numpy's sampler fn(rng, shape) seeded from tessel's generator)."""
-    values = fn(_tensor.host_rng(), tuple(shape))
-    return _C._from_numpy(np.ascontiguousarray(np.asarray(values, dtype=np.float64))).to(dtype)
+    values = np.array(fn(_tensor.host_rng(), tuple(shape)), dtype=np.float64, order="C")  # 0-d stays 0-d (not
+    return _C._from_numpy(values).to(dtype)  # np.ascontiguousarray's (1,): a scalar Gamma's sample() was [x])
+
+
+def _xlogy(x, y):
+    from .. import xlogy
+    return xlogy(x, y)
 
 
 def _np(t):
@@ -62,7 +67,7 @@ class _StandardGamma(Function):
     def backward(ctx, g):
         alpha, x = ctx.saved_tensors
         grad = _standard_gamma_grad(_np(alpha), _np(x))
-        return g * _C._from_numpy(np.ascontiguousarray(grad)).to(g.dtype)
+        return g * _C._from_numpy(np.array(grad, dtype=np.float64, order="C")).to(g.dtype)
 
 
 def _rsample_gamma(concentration, shape):
@@ -236,7 +241,7 @@ class Gamma(Distribution):
 
     def log_prob(self, value):
         a, b = self.concentration, self.rate
-        return a * b.log() + (a - 1) * value.log() - b * value - a.lgamma()
+        return _xlogy(a, b) + _xlogy(a - 1, value) - b * value - a.lgamma()  # (torch's: 0 · log 0 is 0 at x = 0)
 
     def entropy(self):
         a = self.concentration
@@ -281,7 +286,8 @@ class Beta(Distribution):
 
     def log_prob(self, value):
         a, b = self.concentration1, self.concentration0
-        return (a - 1) * value.log() + (b - 1) * (-value).log1p() + (a + b).lgamma() - a.lgamma() - b.lgamma()
+        # torch's (its Dirichlet over [x, 1 - x]): xlogy, so the boundaries give finite values where α or β is 1
+        return (_xlogy(a - 1, value) + _xlogy(b - 1, 1.0 - value)) + (a + b).lgamma() - (a.lgamma() + b.lgamma())
 
     def entropy(self):
         a, b = self.concentration1, self.concentration0
@@ -320,7 +326,7 @@ class Dirichlet(Distribution):
 
     def log_prob(self, value):
         c = self.concentration
-        return ((c - 1) * value.log()).sum(-1) + c.sum(-1).lgamma() - c.lgamma().sum(-1)
+        return _xlogy(c - 1, value).sum(-1) + c.sum(-1).lgamma() - c.lgamma().sum(-1)  # (torch's xlogy)
 
     def entropy(self):
         c = self.concentration
@@ -443,8 +449,11 @@ class Geometric(_ProbsOrLogits):
         return _host(lambda rng, s: rng.geometric(p, s) - 1, shape, self.probs.dtype)
 
     def log_prob(self, value):
-        p = self.probs.clamp(1e-12, 1 - 1e-12)
-        return value * (-p).log1p() + p.log()
+        """torch's: value·log1p(-p) + log p, with p = 1 read as 0 inside the log1p where value is 0 (so P(0) = 1
+        and P(k > 0) = 0 there; the clamp to [1e-12, 1 - 1e-12] it replaces moved every small p's values)."""
+        p = self.probs
+        inner = _C._functional.where((p == 1) & (value == 0), p * 0, p)
+        return value * (-inner).log1p() + p.log()
 
     def entropy(self):
         from ..nn import functional as F
