@@ -1,7 +1,7 @@
 """torch.distributions against torch 2.15, from the thirty-eighth session's sweep (each expected value below is
 torch 2.15's for the same call): log_prob at the support's boundary through xlogy (Gamma, Chi2, Beta, Dirichlet
-gave NaN where torch gives finite values), Geometric without a probability clamp, and scalar-parameter samples
-that are 0-d."""
+gave NaN where torch gives finite values), Geometric without a probability clamp, scalar-parameter samples
+that are 0-d, and the sigmoid / tanh / affine transforms' clamps."""
 import math
 
 import numpy as np
@@ -47,6 +47,17 @@ def test_scalar_parameter_samples_are_zero_dim():
         assert tuple(d.log_prob(s).shape) == ()
         assert tuple(d.sample((3,)).shape) == (3,)
 
+
+
+def test_sigmoid_tanh_and_affine_transforms_clamp_as_torch():
+    d = D.TransformedDistribution(D.Normal(t([0.3, -1.0]), t([5.0, 20.0])), [D.SigmoidTransform()])
+    np.testing.assert_allclose(d.log_prob(t([1e-20, 1e-100])).tolist(), [0.5537, 160.6445], atol=1e-4)  # torch's
+    T = D.SigmoidTransform()
+    np.testing.assert_allclose(T.inv(T(t([-800.0]))).tolist(), [-708.3964], atol=1e-4)  # tiny, not eps (-36.04)
+    d2 = D.TransformedDistribution(D.Normal(t([0.3, -1.0]), t([0.5, 20.0])), [D.TanhTransform()])
+    np.testing.assert_allclose(d2.log_prob(t([1 - 1e-16, -(1 - 1e-16)])).tolist(), [-642.4047, 31.7367], atol=1e-4)
+    d3 = D.TransformedDistribution(D.Normal(t([0.3]), t([0.5])), [D.AffineTransform(1.5, -2.0)])
+    assert d3.log_prob(t([math.inf])).tolist() == [-math.inf]  # x * 0 made the Jacobian term NaN
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

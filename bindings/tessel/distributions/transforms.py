@@ -91,19 +91,22 @@ class AffineTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         scale = self.scale if isinstance(self.scale, Tensor) else _C._full([], float(self.scale), x.dtype)
-        return _sum_rightmost(scale.abs().log() + x * 0, self.event_dim)
+        zeros = _C._full(list(x.shape), 0.0, x.dtype)  # x's shape without x's values (x * 0 was NaN at x = inf)
+        return _sum_rightmost(scale.abs().log() + zeros, self.event_dim)
 
 
 class SigmoidTransform(Transform):
     codomain = constraints.unit_interval
 
-    def _call(self, x):
-        return x.sigmoid()
-
-    def _inverse(self, y):
+    def _call(self, x):  # torch's clipped sigmoid: in [tiny, 1 - eps]
         from .._dtypes import finfo
-        eps = finfo(y.dtype).eps
-        y = y.clamp(eps, 1 - eps)
+        info = finfo(x.dtype)
+        return x.sigmoid().clamp(info.tiny, 1.0 - info.eps)
+
+    def _inverse(self, y):  # clamped at tiny below, as torch's (at eps: logit(1e-20) was -36, not -46)
+        from .._dtypes import finfo
+        info = finfo(y.dtype)
+        y = y.clamp(info.tiny, 1.0 - info.eps)
         return y.log() - (-y).log1p()
 
     def log_abs_det_jacobian(self, x, y):
@@ -116,10 +119,7 @@ class TanhTransform(Transform):
     def _call(self, x):
         return x.tanh()
 
-    def _inverse(self, y):
-        from .._dtypes import finfo
-        eps = finfo(y.dtype).eps
-        y = y.clamp(-1 + eps, 1 - eps)
+    def _inverse(self, y):  # atanh unclamped, as torch's (it clamped at ±(1 - eps): -617.8 for torch's -642.4)
         return 0.5 * (y.log1p() - (-y).log1p())
 
     def log_abs_det_jacobian(self, x, y):
