@@ -59,5 +59,13 @@ def test_sigmoid_tanh_and_affine_transforms_clamp_as_torch():
     d3 = D.TransformedDistribution(D.Normal(t([0.3]), t([0.5])), [D.AffineTransform(1.5, -2.0)])
     assert d3.log_prob(t([math.inf])).tolist() == [-math.inf]  # x * 0 made the Jacobian term NaN
 
+
+def test_uniform_support_is_closed_as_torchs():
+    u = D.Uniform(tessel.tensor(0.0), tessel.tensor(2.0), validate_args=True)
+    assert u.support.check(tessel.tensor(2.0)).item() and not u.support.check(tessel.tensor(2.5)).item()
+    assert u.log_prob(tessel.tensor(2.0)).item() == -math.inf  # raised ValueError (a half-open support)
+    with pytest.raises(ValueError):
+        u.log_prob(tessel.tensor(2.5))
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

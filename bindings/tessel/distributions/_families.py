@@ -104,7 +104,8 @@ class LogNormal(Distribution):
 
 
 class Uniform(Distribution):
-    """Uniform on the half-open interval [low, high)."""
+    """Uniform on [low, high): samples and density there; its support is torch's closed interval, so validation
+    passes `high` itself, whose log_prob is -inf (it raised ValueError)."""
     arg_constraints = {"low": constraints.dependent, "high": constraints.dependent}
     has_rsample = True
 
@@ -115,7 +116,7 @@ class Uniform(Distribution):
             raise ValueError("Expected parameter low (Tensor of shape %s) of distribution %r to be less than high, "
                              "but found invalid values:\n%r" % (tuple(self.low.shape), self, self.low))
 
-    support = property(lambda self: constraints.interval(self.low, self.high, half_open=True))
+    support = property(lambda self: constraints.interval(self.low, self.high))
     mean = property(lambda self: (self.high + self.low) / 2)
     mode = property(lambda self: self.low * float("nan"))
     variance = property(lambda self: (self.high - self.low) ** 2 / 12)
