@@ -35,6 +35,7 @@
 #include "core/tensor/shape.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/dtensor_impl.h"
 #include "dtensor/layout.h"
 #include "fsdp/clip_grad_norm.h"
 #include "fsdp/state.h"
@@ -522,6 +523,18 @@ void BindDTensor(py::module_& m) {
         }
         return dtensor::DTensor(x).mesh();
       })
+      // The view op whose copy this DTensor is (dtensor::DTensorImpl::view_copy_of), "" otherwise; the Python
+      // in-place paths refuse such a tensor as the dispatcher does. _set_view_copy_of marks one made in Python
+      // (split / chunk of a DTensor gathered along the split dim first).
+      .def_property_readonly("_view_copy_of", [](const Tensor& x) {
+        const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(x);
+        return d == nullptr ? std::string() : d->view_copy_of();
+      })
+      .def("_set_view_copy_of", [](const Tensor& x, std::string op) {
+        auto* d = const_cast<dtensor::DTensorImpl*>(dtensor::AsDTensorImpl(x));
+        if (d != nullptr) d->set_view_copy_of(std::move(op));
+      })
+      .def("_check_writes_through", [](const Tensor& x, const std::string& op) { dtensor::CheckWritesThrough(x, op); })
       .def("to_local", [](const Tensor& x, std::optional<std::vector<dtensor::Placement>> grad_placements) {
         return NoGil([&] { return dtensor::DTensor(x).ToLocal(std::move(grad_placements)); });
       }, py::kw_only(), py::arg("grad_placements") = py::none(),

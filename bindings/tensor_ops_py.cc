@@ -30,6 +30,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/dtensor_impl.h"
 
 namespace tessel::bindings {
 namespace {
@@ -218,6 +219,7 @@ void CheckFillable(const Tensor& a, const char* op) {
 // (torch returns W·v).
 void FillAnyInPlace(const Tensor& a, double v, const char* op) {
   if (!a.is_distributed()) return FillInPlace(a, v);
+  dtensor::CheckWritesThrough(a, op);
   const dtensor::DTensor d(a);
   for (const dtensor::Placement& p : d.placements()) {
     const auto* partial = std::get_if<dtensor::Partial>(&p);

@@ -286,6 +286,28 @@ TensorList WrapOutputs(const OpCall& call, Strategy& s, const TensorList& locals
   return out;
 }
 
+// Whether two local pieces share memory (a view of the other).
+bool SameStorage(const Tensor& a, const Tensor& b) {
+  const Storage& sa = a.impl()->storage();
+  const Storage& sb = b.impl()->storage();
+  return sa.defined() && sb.defined() && sa.data() == sb.data();
+}
+
+// A view op's outputs that are not views of input 0 (its local piece was redistributed first, or the rule's local
+// function copied, or input 0 is itself such a copy): marked so that an in-place write to one is refused
+// (DTensorImpl::view_copy_of). Every output: split / chunk / unbind give several.
+void MarkViewCopy(const OpCall& call, TensorList& out) {
+  if (!call.op.is_view) return;
+  const DTensorImpl* in = AsDTensorImpl(call.inputs[0]);
+  if (in == nullptr) return;
+  for (Tensor& o : out) {
+    auto* impl = o.defined() ? const_cast<DTensorImpl*>(AsDTensorImpl(o)) : nullptr;
+    if (impl == nullptr || o.numel() == 0) continue;
+    if (in->view_copy_of().empty() && SameStorage(impl->local(), in->local())) continue;
+    impl->set_view_copy_of(in->view_copy_of().empty() ? call.op.name : in->view_copy_of());
+  }
+}
+
 TensorList RunStrategy(const OpCall& call, Strategy& s) {
   const TensorList locals = MoveInputs(call, s);
   const Attrs local_attrs =
@@ -293,7 +315,9 @@ TensorList RunStrategy(const OpCall& call, Strategy& s) {
   const Attrs& attrs = s.local_attrs != nullptr ? local_attrs : call.attrs;
   const LocalContext ctx{call, s, locals, attrs};
   const TensorList results = s.local_fn != nullptr ? s.local_fn(ctx) : DispatchLocal(call.op, locals, attrs);
-  return WrapOutputs(call, s, results);
+  TensorList out = WrapOutputs(call, s, results);
+  MarkViewCopy(call, out);
+  return out;
 }
 
 // Replicate-only: every input to Replicate, the dense op on full tensors, Replicate outputs.
@@ -317,7 +341,9 @@ TensorList RunReplicateOnly(const OpCall& call) {
                                           OutputSpec{ReplicatedState(call.mesh_ndim(), r.dim()), r.sizes(), Shape()})
                                     : std::nullopt);
   }
-  return WrapOutputs(call, s, results);
+  TensorList out = WrapOutputs(call, s, results);
+  MarkViewCopy(call, out);
+  return out;
 }
 
 const RuleEntry& GetEntry(const OpCall& call) {
@@ -397,6 +423,7 @@ std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingS
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const Prepared p = Prepare(op, inputs);
   const OpCall call{op, p.inputs, p.specs, attrs, *p.mesh};
+  if (op.is_inplace) CheckWritesThrough(call.inputs[0], op.name);
   const RuleEntry& entry = GetEntry(call);
   if (entry.replicate_only) return RunReplicateOnly(call);
   if (entry.traits.elementwise && !op.is_inplace && InputsAgree(call)) return RunElementwise(call);

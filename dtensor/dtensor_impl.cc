@@ -15,11 +15,26 @@ DTensorImpl::DTensorImpl(Tensor local, DTensorSpec spec, DeviceMesh mesh)
       mesh_(std::move(mesh)) {}
 
 std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyDetached() const {
-  return std::make_shared<DTensorImpl>(local_, spec_, mesh_);
+  auto copy = std::make_shared<DTensorImpl>(local_, spec_, mesh_);
+  copy->view_copy_of_ = view_copy_of_;
+  return copy;
 }
 
 std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyWithNewVersion() const {
-  return std::make_shared<DTensorImpl>(VariableData(local_), spec_, mesh_);
+  auto copy = std::make_shared<DTensorImpl>(VariableData(local_), spec_, mesh_);
+  copy->view_copy_of_ = view_copy_of_;
+  return copy;
+}
+
+void CheckWritesThrough(const Tensor& t, const std::string& op) {
+  const DTensorImpl* d = AsDTensorImpl(t);
+  TESSEL_CHECK(d == nullptr || d->view_copy_of().empty(), op, ": the DTensor it writes (", ShapeStr(t.sizes()), " ",
+               PlacementsToString(d->spec().placements()), " on ", d->mesh().ToString(),
+               ") is a copy, not a view: the ", d->view_copy_of(),
+               " that made it had to redistribute the DTensor it came from (the elements it names live on other "
+               "ranks' shards), so the write would not reach that DTensor, as a view's does (torch's DTensor loses "
+               "it silently); write the DTensor itself (x[...] = value, index_copy_, masked_fill_) or redistribute "
+               "it first");
 }
 
 Tensor DTensorImpl::MaterializeFull(const Tensor& self) const {

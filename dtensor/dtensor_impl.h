@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/tensor/tensor.h"
 #include "core/tensor/tensor_impl.h"
@@ -42,16 +43,27 @@ class DTensorImpl final : public TensorImpl {
   const DTensorSpec& spec() const { return spec_; }
   const DeviceMesh& mesh() const { return mesh_; }
 
+  // The view op whose output this is when that output could not alias its input (the input was redistributed
+  // first: x[2:6] of a Shard(0) DTensor, x.view(-1) of a Shard(1) one), else empty. An in-place write to such a
+  // copy would not reach the tensor it was taken from, which a torch view's write does, so the dispatcher
+  // refuses one (dtensor/dispatch.cc). Detached copies keep it.
+  const std::string& view_copy_of() const { return view_copy_of_; }
+  void set_view_copy_of(std::string op) { view_copy_of_ = std::move(op); }
+
  private:
   Tensor local_;
   DTensorSpec spec_;
   DeviceMesh mesh_;
+  std::string view_copy_of_;
 };
 
 // A distributed tensor handle over `local` (detached: the DTensor never shares autograd state with it).
 // Throws kInvalidArgument naming the spec and rank when local's shape or dtype does not match the spec
 // at this rank's coordinate, or when `mesh` is not the spec's mesh.
 Tensor MakeDTensor(const Tensor& local, DTensorSpec spec, const DeviceMesh& mesh);
+// Refuses (kInvalidArgument) an in-place write by `op` to a DTensor that is a view op's copy (view_copy_of):
+// the write would not reach the DTensor the view names. Plain tensors and other DTensors pass.
+void CheckWritesThrough(const Tensor& t, const std::string& op);
 // The impl of a distributed tensor, or nullptr for a dense (or undefined) one.
 const DTensorImpl* AsDTensorImpl(const Tensor& t);
 // Like AsDTensorImpl but throws kInvalidArgument naming `op` when `t` is not a DTensor.

@@ -123,6 +123,8 @@ def record(self, name, compute):
 
 
 def _record(self, name, compute):
+    if self.is_distributed:  # a view op's copy (x[2:6] of a Shard(0) DTensor): the write would be lost, refused
+        self._check_writes_through(name)  # as the dispatcher refuses it outside autograd
     if self._sole_handle():
         return _recorded(self, name, compute(self))
     if self.is_distributed:

@@ -326,12 +326,23 @@ def masked_fill(x, mask, value):
 
 def split(x, *args, **kwargs):  # (split_size, dim=0), torch's keywords included
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    return _split_cpp(gathered_along(x, dim), *args, **kwargs)
+    g = gathered_along(x, dim)
+    return _copies_if_moved(x, g, _split_cpp(g, *args, **kwargs), "split")
 
 
 def chunk(x, *args, **kwargs):  # (chunks, dim=0)
     dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    return _chunk_cpp(gathered_along(x, dim), *args, **kwargs)
+    g = gathered_along(x, dim)
+    return _copies_if_moved(x, g, _chunk_cpp(g, *args, **kwargs), "chunk")
+
+
+def _copies_if_moved(x, gathered, pieces, op):
+    """The pieces of a DTensor that had to be gathered first are copies, not views of x: marked so an in-place
+    write to one is refused (x.chunk(2)[1].add_(1) on Shard(0) was lost silently)."""
+    if gathered is not x:
+        for piece in pieces:
+            piece._set_view_copy_of(op)
+    return pieces
 
 
 TORCH_FUNCTIONS.update(

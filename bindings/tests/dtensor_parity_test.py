@@ -367,6 +367,37 @@ def test_diagonal_and_unfold_of_a_dtensor_write_through_when_their_dims_are_not_
 
     tessel.run_ranks(2, rank_fn)
 
+
+def test_an_in_place_write_to_a_dtensor_views_copy_refuses_instead_of_being_lost():
+    """x[2:6].mul_(3) on a Shard(0) DTensor redistributes x[2:6] first, so the result is a copy: the write was lost
+    silently (as in torch's DTensor); it raises now, naming the view op. Real views (a slice of an unsharded dim)
+    and x[...] = v still write x."""
+    x = tessel.arange(21.0).reshape(7, 3)
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (4,))
+        for pl, write, op in ((0, lambda t: t[2:6].mul_(3.0), "mul_"), (0, lambda t: t[1:4].fill_(7.0), "fill_"),
+                              (0, lambda t: t.view(21).add_(1.0), "view"), (1, lambda t: t[:, 0].zero_(), "zero_"),
+                              (0, lambda t: t.chunk(2, 0)[1].add_(1.0), "chunk")):
+            d = distribute_tensor(x.clone(), mesh, [Shard(pl)])
+            with pytest.raises(ValueError, match="is a copy, not a view: the .* that made it had to redistribute") as e:
+                write(d)
+            assert op in str(e.value)
+            np.testing.assert_array_equal(d.full_tensor().numpy(), x.numpy())  # untouched
+        d = distribute_tensor(x.clone(), mesh, [Shard(0)])
+        d[:, 1:3].add_(1.0)  # a view: column slices of row shards
+        d[1:4] = 7.0
+        want = x.clone()
+        want[:, 1:3] += 1.0
+        want[1:4] = 7.0
+        np.testing.assert_array_equal(d.full_tensor().numpy(), want.numpy())
+        y = distribute_tensor(x.clone(), mesh, [Shard(0)]).requires_grad_(True) * 1.0
+        with pytest.raises(ValueError, match="is a copy, not a view"):
+            y[2:5].mul_(3.0)  # under autograd it rebound the copy: wrong values and gradients, silently
+
+    tessel.run_ranks(4, rank_fn)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
