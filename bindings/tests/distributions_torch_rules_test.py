@@ -67,5 +67,17 @@ def test_uniform_support_is_closed_as_torchs():
     with pytest.raises(ValueError):
         u.log_prob(tessel.tensor(2.5))
 
+
+def test_parameters_checked_as_torch_validates_them():
+    for make in (lambda: D.Chi2(tessel.tensor(-1.5)), lambda: D.Binomial(total_count=-1, probs=tessel.tensor(0.3)),
+                 lambda: D.Binomial(total_count=2.5, probs=tessel.tensor(0.3)),
+                 lambda: D.Geometric(probs=tessel.tensor(0.0))):
+        with pytest.raises(ValueError, match="Expected parameter"):  # each was accepted
+            make()
+    D.Chi2(tessel.tensor(1.5))  # valid ones and lazily derived parameters pass
+    D.Binomial(5, logits=tessel.tensor(0.3))
+    D.Geometric(logits=tessel.tensor(-50.0))
+    assert D.Chi2(tessel.tensor(-1.5), validate_args=False).df.item() == -1.5
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

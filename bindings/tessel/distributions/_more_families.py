@@ -407,6 +407,8 @@ class Binomial(_ProbsOrLogits):
         super().__init__(param if probs is not None else None, param if logits is not None else None,
                          validate_args=validate_args)
         self.total_count = total_count.to(self._param.dtype)
+        if self._validate_args:  # set after the base checks ran: Binomial(total_count=-1) was accepted
+            self._validate_params(("total_count",))
 
     support = property(lambda self: constraints.integer_interval(0, self.total_count))
     mean = property(lambda self: self.total_count * self.probs)
@@ -438,6 +440,12 @@ class Binomial(_ProbsOrLogits):
 class Geometric(_ProbsOrLogits):
     """The number of failures before the first success (support 0, 1, 2, ...), as torch's."""
     support = constraints.nonnegative_integer
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        super().__init__(probs, logits, validate_args=validate_args)
+        if self._validate_args and probs is not None and not bool((self.probs > 0).all().item()):
+            raise ValueError("Expected parameter probs (Tensor of shape %s) of distribution %r to be positive but "
+                             "found invalid values:\n%r" % (tuple(self.probs.shape), self, self.probs))
 
     mean = property(lambda self: 1.0 / self.probs - 1.0)
     mode = property(lambda self: self.probs * 0)

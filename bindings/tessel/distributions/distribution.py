@@ -45,17 +45,24 @@ class Distribution:
         self._batch_shape, self._event_shape = _tensor.Size(batch_shape), _tensor.Size(event_shape)
         self._validate_args = _validate_default[0] if validate_args is None else bool(validate_args)
         if self._validate_args:
-            for name, constraint in self.arg_constraints.items():
-                if name not in self.__dict__:
-                    continue  # derived from the parameter given (probs from logits): not checked
-                value = getattr(self, name)
-                if not isinstance(value, _C.Tensor) or isinstance(constraint, constraints._Dependent):
-                    continue
-                ok = constraint.check(value)
-                if not bool(ok.all().item()):
-                    raise ValueError("Expected parameter %s (Tensor of shape %s) of distribution %r to satisfy the "
-                                     "constraint %r, but found invalid values:\n%r" % (name, tuple(value.shape), self,
-                                                                                       constraint, value))
+            self._validate_params(self.arg_constraints)
+
+    def _validate_params(self, names):
+        """Checks the named parameters against arg_constraints (torch's rule: a parameter derived lazily from the
+        one given, probs from logits, is skipped; a plain property such as Chi2's df is checked, which was skipped
+        with it: Chi2(df=-1.5) was accepted)."""
+        for name in names:
+            constraint = self.arg_constraints[name]
+            if name not in self.__dict__ and not isinstance(getattr(type(self), name, None), property):
+                continue
+            value = getattr(self, name)
+            if not isinstance(value, _C.Tensor) or isinstance(constraint, constraints._Dependent):
+                continue
+            ok = constraint.check(value)
+            if not bool(ok.all().item()):
+                raise ValueError("Expected parameter %s (Tensor of shape %s) of distribution %r to satisfy the "
+                                 "constraint %r, but found invalid values:\n%r" % (name, tuple(value.shape), self,
+                                                                                   constraint, value))
 
     batch_shape = property(lambda self: self._batch_shape)
     event_shape = property(lambda self: self._event_shape)
