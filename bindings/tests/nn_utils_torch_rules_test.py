@@ -66,5 +66,24 @@ def test_hook_spectral_norm_weight_is_the_raw_weight_before_a_forward():
     assert abs(w[0, 0].item() - 3.0 / sigma) < 1e-6
 
 
+
+def test_packed_sequence_dtype_conversions():
+    from tessel.nn.utils.rnn import pack_sequence
+    p = pack_sequence([tessel.tensor([1.0, 2.0, 3.0]), tessel.tensor([4.0, 5.0])])
+    for name, dtype in (("half", tessel.float16), ("long", tessel.int64), ("int", tessel.int32),
+                        ("short", tessel.int16), ("char", tessel.int8), ("byte", tessel.uint8)):
+        q = getattr(p, name)()
+        assert q.data.dtype == dtype and q.batch_sizes.tolist() == [2, 2, 1] and q.data.tolist() == [1, 4, 2, 5, 3]
+
+
+def test_a_failed_pruning_leaves_the_module_as_it_was():
+    m = nn.Linear(3, 2)
+    w = m.weight
+    with pytest.raises(ValueError):
+        prune.l1_unstructured(m, "weight", amount=7)  # only 6 entries
+    assert list(m.state_dict().keys()) == ["bias", "weight"]  # torch's order after its rollback too
+    assert m.weight is w and not prune.is_pruned(m)
+    assert tuple(m(tessel.ones(1, 3)).shape) == (1, 2)  # was KeyError: weight_orig without a mask
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -243,16 +243,25 @@ def _install(module, name, method, importance_scores):
         if not module._has_parameter(name):
             raise AttributeError("Parameter '%s' of module %s has to be pruned but does not exist"
                                  % (name, type(module).__name__))
-        orig = module._remove_parameter(name)
-        module._register_parameter(name + "_orig", Parameter(orig))
+        removed = module._remove_parameter(name)
+        # the Parameter object itself becomes <name>_orig, as torch's (a new one left an optimizer made before
+        # pruning stepping a tensor the module no longer uses)
+        orig = removed if isinstance(removed, Parameter) else Parameter(removed)
+        module._register_parameter(name + "_orig", orig)
         old_mask = np.ones(tuple(orig.shape))
-    # torch's default scores: the tensor as it is now (module.<name>: already masked after an earlier pruning)
-    scores = _host(importance_scores if importance_scores is not None else
-                   (getattr(module, name) if name in pruned else orig))
-    if scores.shape != old_mask.shape:
-        raise ValueError("importance_scores should have the same shape as parameter %s of %s"
-                         % (name, type(module).__name__))
-    mask = method.compute_mask(scores, old_mask)
+    try:
+        # torch's default scores: the tensor as it is now (module.<name>: already masked after an earlier pruning)
+        scores = _host(importance_scores if importance_scores is not None else
+                       (getattr(module, name) if name in pruned else orig))
+        if scores.shape != old_mask.shape:
+            raise ValueError("importance_scores should have the same shape as parameter %s of %s"
+                             % (name, type(module).__name__))
+        mask = method.compute_mask(scores, old_mask)
+    except Exception:
+        if name not in pruned:  # a first pruning that failed leaves the module as it was, as torch's (it was
+            module._remove_parameter(name + "_orig")  # left with <name>_orig and no mask: forward raised)
+            module._register_parameter(name, orig)
+        raise
     module.register_buffer(name + "_mask", _C._from_numpy(mask).to(orig.dtype))
     if name not in pruned:
         module._set_computed_parameter(name, lambda m: _apply_mask(m, name))

@@ -33,6 +33,25 @@ class PackedSequence(collections.namedtuple("PackedSequence", ["data", "batch_si
     def double(self):
         return self.to(_C.dtype.float64)
 
+    # torch's other dtype conversions of the data (bfloat16 is not among them there either)
+    def half(self):
+        return self.to(_C.dtype.float16)
+
+    def long(self):
+        return self.to(_C.dtype.int64)
+
+    def int(self):
+        return self.to(_C.dtype.int32)
+
+    def short(self):
+        return self.to(_C.dtype.int16)
+
+    def char(self):
+        return self.to(_C.dtype.int8)
+
+    def byte(self):
+        return self.to(_C.dtype.uint8)
+
     def cpu(self, *args, **kwargs):
         return self
 
