@@ -85,5 +85,17 @@ def test_a_failed_pruning_leaves_the_module_as_it_was():
     assert m.weight is w and not prune.is_pruned(m)
     assert tuple(m(tessel.ones(1, 3)).shape) == (1, 2)  # was KeyError: weight_orig without a mask
 
+
+def test_a_rejected_parametrization_keeps_the_parameter_order():
+    class Shrink(nn.Module):
+        def forward(self, X):
+            return X.sum(0)
+
+    m = nn.Linear(3, 3)
+    with pytest.raises(ValueError):
+        parametrize.register_parametrization(m, "weight", Shrink())  # a shape change without unsafe=True
+    assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]  # was ['bias', 'weight']
+    assert not parametrize.is_parametrized(m)
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

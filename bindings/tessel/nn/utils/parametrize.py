@@ -170,13 +170,11 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     if not module._has_parameter(tensor_name):
         raise NotImplementedError("register_parametrization: '%s' is a buffer of %s; tessel parametrizes "
                                   "parameters only" % (tensor_name, type(module).__name__))
-    original = module._remove_parameter(tensor_name)
     original = Parameter(original, requires_grad=original.requires_grad)
-    try:
-        plist = ParametrizationList([parametrization], original, unsafe=unsafe)
-    except Exception:
-        module._register_parameter(tensor_name, original)
-        raise
+    # built before the parameter leaves the module: a rejected parametrization leaves it where it was (removing
+    # and re-registering it on failure moved it after the others: named_parameters() reordered)
+    plist = ParametrizationList([parametrization], original, unsafe=unsafe)
+    module._remove_parameter(tensor_name)
     if not is_parametrized(module):
         module.parametrizations = ModuleDict()
     module.parametrizations[tensor_name] = plist
