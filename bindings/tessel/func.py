@@ -418,13 +418,21 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             return _empty_batch(func, leaves, dims, spec, kwargs, out_dims)
         from . import random
         start = random.get_rng_state()
-        outs = []
+        outs, versions = [], {}
         for k in range(size):
             if randomness == "same":
                 random.set_rng_state(start)
             before = random.get_rng_state() if randomness == "error" else None
             sliced = [a if d is None else a.select(d, k) for a, d in zip(leaves, dims)]
             outs.append(func(*tree_unflatten(sliced, spec), **kwargs))
+            for o in tree_flatten(outs[-1])[0]:  # one tensor every call returns, written between calls: func
+                if isinstance(o, Tensor):  # writes per-sample values into a tensor it closes over (torch raises)
+                    seen = versions.setdefault(id(o), (o, o._version))
+                    if seen[0] is o and seen[1] != o._version:
+                        raise RuntimeError("vmap: %s wrote in place into a tensor it did not get through the mapped "
+                                           "inputs (one it closes over) and returned it: each sample's write lands "
+                                           "in that one tensor (every output row was the last write); torch "
+                                           "refuses such a write; clone it or return a new tensor" % name)
             if randomness == "error" and not _same_state(before, random.get_rng_state()):
                 raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
                                    "the 'same' or 'different' randomness flags on vmap or perform the randomness "

@@ -170,5 +170,14 @@ def test_vjp_and_jvp_inside_grad_keep_their_graph():
     out, fn = F.vjp(lambda b: b ** 3, three)  # at the top level vjp_fn's gradients stay plain, as torch's
     assert not fn(one)[0].requires_grad and fn(one)[0].item() == 27.0
 
+
+def test_vmap_refuses_a_function_that_writes_a_captured_tensor_it_returns():
+    acc = tessel.zeros(3, dtype=D)
+    X = tessel.tensor([[0.3, -1.2, 2.0], [1.0, 2.0, 3.0]], dtype=D)
+    with pytest.raises(RuntimeError, match="wrote in place into a tensor it did not get through the mapped inputs"):
+        tessel.func.vmap(lambda x: acc.add_(x))(X)  # every output row was the final sum, silently
+    close(tessel.func.vmap(lambda x: acc * 0 + x)(X).tolist(), X.tolist())
+    assert tessel.func.vmap(lambda x: acc)(X).tolist() == [acc.tolist()] * 2  # returned unwritten: fine
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
