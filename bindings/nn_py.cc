@@ -450,7 +450,8 @@ ModuleClass BindModule(py::module_& m) {
         return py::make_tuple(r.missing_keys, r.unexpected_keys);
       })
       .def("_train", &Module::Train, py::arg("mode"), py::arg("recurse") = true)
-      .def_property_readonly("training", &Module::training)
+      // torch's self.training = mode sets this module's flag alone (a custom train() override writes it)
+      .def_property("training", &Module::training, [](Module& self, bool mode) { self.Train(mode, false); })
       .def("_zero_grad", &Module::ZeroGrad);
   BindHooks(c);
   return c;

@@ -993,10 +993,29 @@ FUNCTION_FORMS = FUNCTION_FORMS + ("tril", "triu", "gather", "sort", "argsort", 
 
 
 def _index(self):
-    """A one-element integer tensor used as a Python index (data[i:i + T], range(t)), as torch."""
-    if self.numel() != 1 or self.dtype.is_floating_point or self.dtype == _dtypes.bool:
+    """A one-element integer (or bool: torch's True is 1) tensor used as a Python index (data[i:i + T],
+    range(t), [a, b][mask_scalar]), as torch."""
+    if self.numel() != 1 or self.dtype.is_floating_point:
         raise TypeError("only integer tensors of a single element can be converted to an index")
     return builtins.int(self.item())
 
 
+def _contains(self, element):
+    """torch's `element in t`: whether any entry equals element (a number or a tensor), any shape (a 2-D or 0-d
+    tensor fell back to iteration: ambiguous truth value / not iterable)."""
+    import numbers
+    if isinstance(element, (Tensor, numbers.Number)):
+        return builtins.bool((element == self).any().item())
+    raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed in a %s."
+                       % type(element))
+
+
+def _reversed(self):
+    """torch's reversed(t): t flipped along dim 0 (a 0-d tensor itself), a new tensor (Python's row iterator
+    returned views of t's rows)."""
+    return self if self.dim() == 0 else self.flip(0)
+
+
 Tensor.__index__ = _index
+Tensor.__contains__ = _contains
+Tensor.__reversed__ = _reversed

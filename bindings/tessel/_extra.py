@@ -364,7 +364,12 @@ def flip(x, *dims, **kwargs):
     if kwargs:
         raise TypeError("flip() got unexpected keyword arguments %s" % sorted(kwargs))
     out = x
-    for d in ([dims] if isinstance(dims, int) else list(dims)):
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    wrapped = [wrap_dim(d, x.ndim) for d in dims]
+    for d in wrapped:
+        if wrapped.count(d) > 1:  # (flip(0, 0) flipped twice: the input back, silently)
+            raise RuntimeError("dim %d appears multiple times in the list of dims" % d)
+    for d in dims:
         out = index_select(out, d, list(range(x.shape[d] - 1, -1, -1)))
     if out is x:  # no dims: a copy, as torch's
         out = x.clone()
@@ -702,6 +707,11 @@ def pad(input, pad, mode="constant", value=None):
 
 # ---- registration ----------------------------------------------------------------------------------------
 
+def sized(size, kwargs):
+    """new_zeros / new_ones / new_empty's size, as varargs or torch's size= keyword (popped from kwargs)."""
+    return (kwargs.pop("size"),) if "size" in kwargs else size
+
+
 def _new_full(x, size, value, dtype=None, device=None, requires_grad=False):
     """Tensor.new_zeros / new_ones: size as varargs or one sequence (_tensor.new_filled: DTensors too)."""
     from ._tensor import new_filled
@@ -722,8 +732,8 @@ TORCH_FUNCTIONS = dict(_BOTH, hstack=hstack, bernoulli=bernoulli, triu_indices=_
 TENSOR_METHODS = dict(
     _BOTH, bernoulli=bernoulli, exponential_=exponential_, random_=random_,
     index_fill_=_index_fill_, nbytes=property(lambda x: x.numel() * x.element_size()), **_C_UNARY_METHODS, index_add_=index_add_, repeat=repeat, expand_as=expand_as,
-    new_zeros=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw),
-    new_ones=lambda x, *size, **kw: _new_full(x, size, 1.0, **kw),
+    new_zeros=lambda x, *size, **kw: _new_full(x, sized(size, kw), 0.0, **kw),
+    new_ones=lambda x, *size, **kw: _new_full(x, sized(size, kw), 1.0, **kw),
     new_full=lambda x, size, fill_value, dtype=None, device=None, requires_grad=False: _new_full(
         x, (list(size),), fill_value, dtype, requires_grad=requires_grad),
     new_tensor=lambda x, data, dtype=None, device=None, requires_grad=False: _tensor(

@@ -13,6 +13,7 @@ from ._autocast_policy import autocast_off as _autocast_off
 from ._dtensor_compose import gathered_along
 from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
+from ._extra import sized as _sized
 
 
 # ---- logical and bitwise operators, comparisons by name, and other small torch functions ----------------
@@ -370,7 +371,7 @@ TENSOR_METHODS.update(
     view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
     where=lambda x, condition, y: sys.modules[__package__].where(condition, x, y),  # (a number y: torch's dtype)
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
-    new_empty=lambda x, *size, **kw: _new_full(x, size, 0.0, **kw), masked_fill=masked_fill, split=split,
+    new_empty=lambda x, *size, **kw: _new_full(x, _sized(size, kw), 0.0, **kw), masked_fill=masked_fill, split=split,
     chunk=chunk)
 
 

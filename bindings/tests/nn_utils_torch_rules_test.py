@@ -97,5 +97,27 @@ def test_a_rejected_parametrization_keeps_the_parameter_order():
     assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]  # was ['bias', 'weight']
     assert not parametrize.is_parametrized(m)
 
+
+def test_module_training_setter_and_type_casting_every_buffer():
+    class C(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(1, 1)
+
+        def train(self, mode=True):  # the common override: it raised "property has no setter"
+            self.training = mode
+            return self
+
+    c = C()
+    c.train(False)
+    assert c.training is False and c.lin.training is True  # the flag of this module alone, as torch's
+    bn = nn.BatchNorm1d(2)
+    bn.register_buffer("mask", tessel.tensor([True, False]))
+    bn.type(tessel.float64)  # every tensor, integer and bool ones too (as torch's _apply(t.type(...)))
+    assert {n: b.dtype for n, b in bn.named_buffers()} == {
+        "running_mean": tessel.float64, "running_var": tessel.float64, "num_batches_tracked": tessel.float64,
+        "mask": tessel.float64}
+    assert bn.weight.dtype == tessel.float64
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

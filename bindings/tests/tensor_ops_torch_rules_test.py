@@ -156,5 +156,25 @@ def test_zero_dim_index_select_and_vector_norm():
         tessel.linalg.vector_norm(T(-2.0), 2, dim=1)
 
 
+
+def test_tensor_protocols_reversed_contains_index_flip_and_new_size_keyword():
+    x = T([[1, 2], [3, 4]])
+    r = reversed(x)  # torch's flip(0): a new tensor (Python's iterator over row views was returned)
+    assert isinstance(r, tessel.Tensor) and r.tolist() == [[3, 4], [1, 2]]
+    r[0, 0] = 9
+    assert x.tolist() == [[1, 2], [3, 4]] and reversed(T(3)).item() == 3
+    assert 2 in x and 5 not in x and 1 in T(1) and T(4) in x  # (2-D and 0-d raised)
+    with pytest.raises(RuntimeError, match="only supports Tensor or scalar"):
+        "a" in T([1])
+    assert [10, 20, 30][T(True)] == 20
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
+        T([1, 2, 3]).flip(0, 0)  # was the input back, unflipped
+    with pytest.raises(RuntimeError, match="dim 1 appears multiple times"):
+        x.flip(1, -1)
+    assert x.flip(0, 1).tolist() == [[4, 3], [2, 1]]
+    y = T([1.0])
+    assert tuple(y.new_zeros(size=(2, 3)).shape) == (2, 3) and y.new_ones(size=[2]).tolist() == [1.0, 1.0]
+    assert tuple(y.new_empty(size=(1, 2)).shape) == (1, 2)
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -65,6 +65,25 @@ def _module_to(self, *args, **kwargs):
     return self
 
 
+def _module_type(self, dst_type):
+    """torch's Module.type(dst_type): every parameter and buffer cast to dst_type, integer and bool ones included
+    (as torch's _apply(t.type(dst_type)); through .to's floating-only rule BatchNorm's num_batches_tracked and
+    bool masks were left as they were)."""
+    if dst_type in (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16):
+        _module_to(self, dst_type)
+    for m in self.modules():
+        persistent = None
+        for name, b in list(m._named_buffers(False)):
+            if b is not None and b.dtype != dst_type:
+                if persistent is None:
+                    persistent = _persistent_buffer_names(m)
+                m.register_buffer(name, b.to(dst_type), persistent=name in persistent)
+    for p in self.parameters():
+        if p.dtype != dst_type and not p.is_distributed:
+            p.data = p.detach().to(dst_type)
+    return self
+
+
 def _to_memory_format(module, memory_format):
     """torch's Module.to(memory_format=): every 4-D / 5-D parameter (in place: the same Parameter objects, their
     .grad too) and buffer laid out in that format (channels_last for convolution weights)."""

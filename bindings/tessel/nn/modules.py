@@ -687,11 +687,6 @@ def add_module(self, name, module):
     _setattr(self, name, module)
 
 
-def _module_type(self, dst_type):
-    """torch's Module.type(dst_type): every parameter and buffer cast to a dtype (a floating dtype, as .to)."""
-    return _module_to(self, dst_type)
-
-
 def _module_compile(self, *args, **kwargs):
     """torch's in-place Module.compile(): tessel runs eagerly (tessel.compile returns its argument), so the
     module is left as it is."""
@@ -755,7 +750,7 @@ from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_metho
                             _forward_pre_hook_method, _full_backward_hook_method, _hook, install_hook_dicts,
                             register_module_backward_hook, register_module_full_backward_hook,  # noqa: F401
                             register_module_full_backward_pre_hook)
-from ._module_to import _module_cuda, _module_to, _to_empty  # noqa: E402
+from ._module_to import _module_cuda, _module_to, _module_type, _to_empty  # noqa: E402
 
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
