@@ -119,5 +119,20 @@ def test_module_training_setter_and_type_casting_every_buffer():
         "mask": tessel.float64}
     assert bn.weight.dtype == tessel.float64
 
+
+def test_sequential_insert_moves_numbered_keys_as_torch():
+    from collections import OrderedDict
+    s = nn.Sequential(OrderedDict([("conv", nn.Linear(1, 1)), ("act", nn.ReLU())]))
+    s.insert(2, nn.Tanh())  # at the end: the named children keep their names (they were renamed "0", "1")
+    assert [n for n, _ in s.named_children()] == ["conv", "act", "2"]
+    assert list(s.state_dict()) == ["conv.weight", "conv.bias"]
+    s = nn.Sequential(OrderedDict([("conv", nn.Linear(1, 1)), ("act", nn.ReLU())]))
+    with pytest.raises(KeyError):
+        s.insert(1, nn.Tanh())  # torch's: the move needs key "1"
+    s = nn.Sequential(nn.Linear(1, 1), nn.ReLU(), nn.Linear(1, 2))
+    s.insert(1, nn.Tanh())
+    assert [(n, type(m).__name__) for n, m in s.named_children()] == [
+        ("0", "Linear"), ("1", "Tanh"), ("2", "ReLU"), ("3", "Linear")]
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

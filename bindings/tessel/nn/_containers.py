@@ -176,10 +176,22 @@ class Sequential(_IndexedContainer):
         return type(self)(collections.OrderedDict(list(self._children().items())[idx]))  # names kept, as torch
 
     def insert(self, index, module):
+        """torch's: the children from index on move one numbered key up ("i" takes "i - 1"'s module) and the new
+        one takes str(index); named children keep their names when it goes at the end, and a move that needs a
+        named child's key raises KeyError, as torch's (every child was renamed "0", "1", ...: the state_dict keys
+        changed silently)."""
         n = len(self)
-        if not -n <= operator.index(index) <= n:
+        idx = operator.index(index)
+        if not -n <= idx <= n:
             raise IndexError("Index out of range: %d" % index)
-        super().insert(index, module)
+        if idx < 0:
+            idx += n
+        children = self._children()
+        for i in range(n, idx, -1):
+            if str(i - 1) not in children:
+                raise KeyError(str(i - 1))
+            self.add_module(str(i), children[str(i - 1)])
+        self.add_module(str(idx), module)
         return self
 
     def extend(self, sequential):
