@@ -27,31 +27,6 @@ class PackedSequence(collections.namedtuple("PackedSequence", ["data", "batch_si
     def to(self, *args, **kwargs):
         return type(self)(self.data.to(*args, **kwargs), self.batch_sizes, self.sorted_indices, self.unsorted_indices)
 
-    def float(self):
-        return self.to(_C.dtype.float32)
-
-    def double(self):
-        return self.to(_C.dtype.float64)
-
-    # torch's other dtype conversions of the data (bfloat16 is not among them there either)
-    def half(self):
-        return self.to(_C.dtype.float16)
-
-    def long(self):
-        return self.to(_C.dtype.int64)
-
-    def int(self):
-        return self.to(_C.dtype.int32)
-
-    def short(self):
-        return self.to(_C.dtype.int16)
-
-    def char(self):
-        return self.to(_C.dtype.int8)
-
-    def byte(self):
-        return self.to(_C.dtype.uint8)
-
     def cpu(self, *args, **kwargs):
         return self
 
@@ -61,6 +36,19 @@ class PackedSequence(collections.namedtuple("PackedSequence", ["data", "batch_si
 
     def is_pinned(self):
         return False
+
+
+def _converter(dtype):
+    def convert(self):
+        return self.to(dtype)
+    return convert
+
+
+# torch's dtype conversions of the data: float, double, half, long, int, short, char, byte (no bfloat16 there)
+for _name, _dtype in (("float", _C.dtype.float32), ("double", _C.dtype.float64), ("half", _C.dtype.float16),
+                      ("long", _C.dtype.int64), ("int", _C.dtype.int32), ("short", _C.dtype.int16),
+                      ("char", _C.dtype.int8), ("byte", _C.dtype.uint8)):
+    setattr(PackedSequence, _name, _converter(_dtype))
 
 
 def _tensor(values, dtype=np.int64):
