@@ -475,10 +475,13 @@ def trace(x):
 def _index_mask(x, dim, index):
     """A bool tensor broadcastable to x, true at `index` along dim."""
     d = wrap_dim(dim, x.dim())
-    hit = np.zeros(x.shape[d], dtype=bool)
+    size = x.shape[d] if x.dim() else 1  # a 0-d x is its own one slice (x.shape[0] raised IndexError)
+    hit = np.zeros(size, dtype=bool)
     hit[np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)] = True
+    if x.dim() == 0:
+        return _C._from_numpy(np.array(hit[0]))
     shape = [1] * x.dim()
-    shape[d] = x.shape[d]
+    shape[d] = size
     return _C._from_numpy(hit.reshape(shape))
 
 

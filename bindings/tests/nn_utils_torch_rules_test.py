@@ -134,5 +134,30 @@ def test_sequential_insert_moves_numbered_keys_as_torch():
     assert [(n, type(m).__name__) for n, m in s.named_children()] == [
         ("0", "Linear"), ("1", "Tanh"), ("2", "ReLU"), ("3", "Linear")]
 
+
+def test_module_repr_layout_and_parameter_containers_as_torch():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(1, 1)
+
+        def extra_repr(self):
+            return "k=1\nj=2"
+
+    class N(nn.Module):
+        def extra_repr(self):
+            return "k=1\nj=2"
+
+    # torch's layout: several extra lines (or extra lines and children) each on its own indented line
+    assert repr(M()) == "M(\n  k=1\n  j=2\n  (l): Linear(in_features=1, out_features=1, bias=True)\n)"
+    assert repr(N()) == "N(\n  k=1\n  j=2\n)"
+    assert repr(nn.Linear(2, 3)) == "Linear(in_features=2, out_features=3, bias=True)"
+    pl = nn.ParameterList([nn.Parameter(tessel.zeros(2)), nn.Parameter(tessel.zeros(2, 3))])
+    assert repr(pl) == ("ParameterList(\n    (0): Parameter containing: [tessel.float32 of size 2]\n"
+                        "    (1): Parameter containing: [tessel.float32 of size 2x3]\n)")  # was "ParameterList()"
+    assert repr(nn.ParameterDict({"a": nn.Parameter(tessel.zeros(2))})) == (
+        "ParameterDict(  (a): Parameter containing: [torch.FloatTensor of size 2])")
+    assert tessel.tensor(1.0).index_fill_(0, tessel.tensor([0]), 5).item() == 5.0  # a 0-d tensor (IndexError)
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -6,6 +6,7 @@ import collections
 import collections.abc
 import operator
 
+from .. import _C
 from .modules import Module, Parameter, _getattr, _keep_frozen
 
 
@@ -241,8 +242,19 @@ def _put_parameter(module, name, value):
         _keep_frozen(param, lambda: module._register_parameter(name, param))
 
 
+def _parameter_line(key, p, type_name):
+    """torch's line for one ParameterList / ParameterDict entry in the container's repr."""
+    if not isinstance(p, _C.Tensor):
+        return "  (%s): Object of type: %s" % (key, type(p).__name__)
+    return "  (%s): %s containing: [%s of size %s]" % (key, "Parameter" if isinstance(p, Parameter) else "Tensor",
+                                                       type_name(p), "x".join(str(n) for n in p.shape))
+
+
 class ParameterList(Module):
     """torch.nn.ParameterList: parameters named "0", "1", ...; tensors appended become Parameters."""
+
+    def extra_repr(self):  # torch's: each entry's kind, dtype and size (it printed "ParameterList()")
+        return "\n".join(_parameter_line(k, p, lambda t: str(t.dtype)) for k, p in enumerate(self))
 
     def __init__(self, values=None):
         super().__init__()
@@ -287,6 +299,9 @@ class ParameterList(Module):
 
 class ParameterDict(Module):
     """torch.nn.ParameterDict: parameters by name, in insertion order; tensors become Parameters."""
+
+    def extra_repr(self):  # torch's: each entry's kind, tensor type and size (it printed "ParameterDict()")
+        return "\n".join(_parameter_line(k, p, lambda t: t.type()) for k, p in self.items())
 
     def __init__(self, parameters=None):
         super().__init__()

@@ -720,18 +720,21 @@ def extra_repr(self):
 def _repr(self):
     if not self._constructed:  # a layer whose __init__ raised, as a traceback's locals show it
         return "<%s (not constructed)>" % type(self).__name__
-    lines = []
+    child_lines = []
     for name, child in self._modules._items():  # a child set to None prints as None, in its place (torch's)
-        body = repr(child).replace("\n", "\n  ")
-        lines.append("  (%s): %s" % (name, body))
+        child_lines.append("(%s): %s" % (name, repr(child).replace("\n", "\n  ")))
     extra = self.extra_repr()
+    extra_lines = extra.split("\n") if extra else []
     # the C++ type name (a Python module's class name when it was built; a GPT's block, which has no class of
     # its own), but a Python subclass of a C++ layer prints its class's name, as torch's _get_name()
     subclass = not self._has_python_forward and type(self).__module__ != _C.__name__
     name = type(self).__name__ if subclass else self._type_name
+    lines = extra_lines + child_lines  # torch's layout: one extra line alone inline, else every line indented
     if not lines:
-        return "%s(%s)" % (name, extra)
-    return "%s(%s\n%s\n)" % (name, extra, "\n".join(lines))
+        return "%s()" % name
+    if len(extra_lines) == 1 and not child_lines:
+        return "%s(%s)" % (name, extra_lines[0])
+    return "%s(\n  %s\n)" % (name, "\n  ".join(lines))
 
 
 # State dicts and their hooks live in _state_dict.py, which imports this file's helpers defined above.
