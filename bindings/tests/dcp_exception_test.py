@@ -206,6 +206,33 @@ def test_load_restores_the_index_a_save_killed_before_its_renames_moved_aside(tm
     np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
     assert back["step"] == 7 and "metadata.json" in os.listdir(ckpt)
 
+
+def test_save_returns_on_every_rank_after_rank_zero_wrote_the_marker(tmp_path, monkeypatch):
+    """dcp.save returned on rank 1 while rank 0 still wrote the torch-format marker: a load right after it read a
+    half-written .metadata ("pickle data was truncated", a flaky dcp_exception_test). The marker is written whole
+    and renamed into place, and save's last exchange waits for it."""
+    from tessel.distributed.checkpoint import _torch_format
+    ckpt = str(tmp_path / "ck")
+    original = _torch_format.write_marker
+
+    def slow_marker(path, paths=None):
+        time.sleep(0.3)  # rank 0's write of the marker, late
+        original(path, paths)
+    monkeypatch.setattr(_torch_format, "write_marker", slow_marker)
+    complete = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        dcp.save({"w": tessel.arange(4.0)}, checkpoint_id=ckpt)
+        complete[world.rank] = _torch_format._is_marker(os.path.join(ckpt, _torch_format.METADATA_FILE))
+        back = {"w": tessel.zeros(4)}
+        dcp.load(back, checkpoint_id=ckpt)
+        np.testing.assert_array_equal(back["w"].numpy(), np.arange(4.0))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert complete == {0: True, 1: True}
+
 if __name__ == "__main__":
     import sys
     sys.exit(pytest.main([__file__, "-q"]))

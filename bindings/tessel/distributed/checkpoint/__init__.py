@@ -409,8 +409,15 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     except Exception as e:  # noqa: BLE001 (the C++ save failed on every rank at the same step)
         api._raise_agreed("save", e, world, _rank(world))
     if not hf:
+        error = None
         if _rank(world) == 0:
-            _torch_format.write_marker(path, paths)
+            try:
+                _torch_format.write_marker(path, paths)
+            except Exception as e:  # noqa: BLE001 (agreed below)
+                error = e
+        # The exchange is also the barrier: no rank returns (and reads or loads the checkpoint) before rank 0 has
+        # written the marker (a peer's load could read it half written: "pickle data was truncated").
+        api._raise_agreed("save", error, world, _rank(world))
         return metadata.read(path)
     error = None
     if world is None or world.rank == 0:

@@ -39,12 +39,19 @@ PATHS_FILE = ".tessel_paths.json"  # flat key -> its path of keys (torch keeps t
 
 
 def write_marker(path, paths=None):
-    with open(os.path.join(path, METADATA_FILE), "wb") as f:
-        f.write(_MARKER)
+    """The marker and the keys' paths, each written whole under a temporary name and renamed into place (the
+    paths first): a reader sees a file complete or not at all (a truncated .metadata read as torch's pickle)."""
     if paths:
         import json
-        with open(os.path.join(path, PATHS_FILE), "w") as f:
-            json.dump(paths, f)
+        _replace_with(os.path.join(path, PATHS_FILE), json.dumps(paths).encode())
+    _replace_with(os.path.join(path, METADATA_FILE), _MARKER)
+
+
+def _replace_with(target, data):
+    tmp = "%s.tmp.%d" % (target, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, target)
 
 
 def read_paths(path):
