@@ -159,5 +159,26 @@ def test_module_repr_layout_and_parameter_containers_as_torch():
         "ParameterDict(  (a): Parameter containing: [torch.FloatTensor of size 2])")
     assert tessel.tensor(1.0).index_fill_(0, tessel.tensor([0]), 5).item() == 5.0  # a 0-d tensor (IndexError)
 
+
+def test_parameter_dict_dict_api():
+    def P(v):
+        return nn.Parameter(tessel.tensor([v]))
+    d = nn.ParameterDict({"a": P(1.0), "b": P(2.0)})
+    a = d["a"]
+    assert d.pop("a") is a and list(d.keys()) == ["b"]  # pop, setdefault, popitem, copy, fromkeys, |, |=, clear
+    assert d.setdefault("c", P(3.0)).tolist() == [3.0] and d.setdefault("b", P(9.0)).tolist() == [2.0]
+    key, value = d.popitem()
+    assert key == "c" and value.tolist() == [3.0] and list(d.keys()) == ["b"]
+    c = d.copy()
+    assert list(c.keys()) == ["b"] and c["b"] is d["b"]
+    assert list(d.fromkeys(["x", "y"], P(0.0)).keys()) == ["x", "y"]
+    assert list((d | nn.ParameterDict({"z": P(5.0)})).keys()) == ["b", "z"] and list(d.keys()) == ["b"]
+    d |= {"w": P(6.0)}
+    assert list(d.keys()) == ["b", "w"]
+    d.clear()
+    assert len(d) == 0
+    with pytest.raises(KeyError, match="dictionary is empty"):
+        d.popitem()
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

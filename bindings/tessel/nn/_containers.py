@@ -341,6 +341,52 @@ class ParameterDict(Module):
     def items(self):
         return [(k, self[k]) for k in self.keys()]
 
+    # torch's dict API beyond lookups: the same Parameter objects move, nothing is copied
+    def __delitem__(self, key):
+        if key not in self:
+            raise KeyError(key)
+        delattr(self, key)
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self):
+        keys = self.keys()
+        if not keys:
+            raise KeyError("popitem(): dictionary is empty")
+        return keys[-1], self.pop(keys[-1])
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for key in self.keys():
+            del self[key]
+
+    def copy(self):
+        return ParameterDict(collections.OrderedDict(self.items()))
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict(collections.OrderedDict((k, default) for k in keys))
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other):
+        out = ParameterDict(other)
+        out.update(self)
+        return out
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
     def update(self, parameters):
         """torch's order: an OrderedDict or ParameterDict in its order, another mapping sorted by key, an
         iterable of pairs in its order."""
