@@ -11,6 +11,7 @@ import builtins
 import math
 
 from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
+from ._clamp import _PLAIN_FLOATS, _clamp
 from ._device import CPU as _CPU
 from ._tensor import user_stacklevel, zero_dim_as_vector
 
@@ -116,7 +117,6 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 # dtype.value of float32 / float64: the dtypes whose add_ / mul_ take the plain C++ kernel (pybind's dtype ==
 # costs ~0.5 us, an int compare nothing)
-_PLAIN_FLOATS = (_C.dtype.float32.value, _C.dtype.float64.value)
 
 
 def _add_(self, other, alpha=1):
@@ -287,88 +287,6 @@ def _mT(self):
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got %d-D tensor."
                            % self.ndim)
     return self.transpose(-2, -1)
-
-
-_clamp_cpp = Tensor.clamp
-
-
-def _clamp(self, min=None, max=None):
-    """An integer or bool tensor with a Python float bound computes in the default dtype (float32 unless
-    set), as torch's result type (clamp(int_tensor, min=2.0) is floating); tensor bounds (elementwise,
-    broadcast) are maximum / minimum."""
-    if self.dtype.value in _PLAIN_FLOATS and _plain_bound(min) and _plain_bound(max):
-        return _clamp_cpp(self, min, max)  # fast path: float32 / float64, number bounds (no NaN): the checks pass
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        from . import _extra
-        out = self
-        if min is not None:
-            out = _extra.maximum(out, min) if isinstance(min, Tensor) else _clamp(out, min=min)
-        if max is not None:
-            out = _extra.minimum(out, max) if isinstance(max, Tensor) else _clamp(out, max=max)
-        return _clamp_grads(out, self, min, max) if isinstance(min, Tensor) and isinstance(max, Tensor) else out
-    return _clamp_numbers(self, min, max)
-
-
-_CLAMP_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
-
-
-def _clamp_grads(value, x, lo, hi):
-    """value with torch 2.15's gradients of clamp(x, lo, hi) for two tensor bounds (maximum then minimum split
-    ties, so x == lo == hi gave x a quarter; torch gives it all): with lo > hi all to hi (the value); else to lo
-    where x < lo, to hi where x > hi, half to x and half to the bound x equals when it equals one of them, all
-    to x where it equals both, lies inside, or is NaN."""
-    if not (_C.is_grad_enabled() and builtins.any(t.requires_grad for t in (x, lo, hi))):
-        return value
-    if not _CLAMP_GRADS:
-        from .autograd import Function
-        from ._pow import _sum_to
-
-        class ClampGrads(Function):
-            @staticmethod
-            def forward(ctx, value, x, lo, hi):
-                ctx.tensors = (x.detach(), lo.detach(), hi.detach())
-                ctx.shapes = (x.shape, lo.shape, hi.shape)
-                ctx.needs = (x.requires_grad, lo.requires_grad, hi.requires_grad)
-                return value.clone()
-
-            @staticmethod
-            def backward(ctx, g):
-                x, lo, hi = ctx.tensors
-                w = _C._functional.where
-                zero, one, half = (_C._full([], v, g.dtype) for v in (0.0, 1.0, 0.5))
-                ordered = lo <= hi
-                at_lo, at_hi = x == lo, x == hi
-                share_lo = w(ordered & (x < lo), one, w(ordered & at_lo & ~at_hi, half, zero))
-                share_hi = w(~ordered | (x > hi), one, w(at_hi & ~at_lo, half, zero))
-                share_x = w(~ordered | (x < lo) | (x > hi), zero, w(at_lo != at_hi, half, one))
-                return (None,) + tuple(_sum_to(g * share, shape) if need else None for share, shape, need in
-                                       zip((share_x, share_lo, share_hi), ctx.shapes, ctx.needs))
-        _CLAMP_GRADS.append(ClampGrads)
-    return _CLAMP_GRADS[0].apply(value.detach(), x, lo, hi)
-
-
-def _clamp_numbers(self, min, max):
-    if not self.dtype.is_floating_point and any(isinstance(b, builtins.float) for b in (min, max)):
-        self = self.to(_C._get_default_dtype())
-    if self.dtype == _C.dtype.float16:  # torch's checked conversion of the bounds (float16 clamp(min=-70000))
-        for b in (min, max):
-            if b is not None:
-                _C._check_number_fits(builtins.float(b), self.dtype)
-    if self.dtype.is_floating_point and any(isinstance(b, builtins.float) and b != b for b in (min, max)):
-        return self * 0.0 + math.nan  # a NaN bound makes every value NaN (torch's); the gradient is 0
-    if self.dtype in _INT_RANGES:  # integer bounds beyond the dtype's range would wrap when cast: clip them
-        lo, hi = _INT_RANGES[self.dtype]
-        min = None if min is None else builtins.min(builtins.max(min, lo), hi)
-        max = None if max is None else builtins.min(builtins.max(max, lo), hi)
-    return _clamp_cpp(self, min, max)
-
-
-def _plain_bound(b):
-    return b is None or type(b) is builtins.int or (type(b) is builtins.float and b == b)
-
-
-_INT_RANGES = {_C.dtype.uint8: (0, 255), _C.dtype.int8: (-128, 127), _C.dtype.int16: (-32768, 32767),
-               _C.dtype.int32: (-2 ** 31, 2 ** 31 - 1), _C.dtype.int64: (-2 ** 63, 2 ** 63 - 1)}
 
 
 def _unfold(self, dimension, size, step):

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _host, _tensor
+from ._lazy_function import lazy_function
 
 # ---- scatter family: torch.scatter / scatter_add / scatter_reduce, composed of one index_add over the
 # flattened input (differentiable in input and src); the positions are computed on the host from index.
@@ -246,26 +247,24 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     return _C._functional.where(touched, exact, flat).reshape(*input.shape)
 
 
-_VALUE_WITH_WEIGHTS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
-
-
-def _value_with_weights(value, flat, values, w_self, w_src, target):
+def _build_value_with_weights():
     """value with gradients g * w_self for flat and g[target] * w_src for values."""
-    if not _VALUE_WITH_WEIGHTS:
-        from .autograd import Function
+    from .autograd import Function
 
-        class ValueWithWeights(Function):
-            @staticmethod
-            def forward(ctx, value, flat, values, w_self, w_src, target):
-                ctx.save_for_backward(w_self, w_src, target)
-                return value.clone()
+    class ValueWithWeights(Function):
+        @staticmethod
+        def forward(ctx, value, flat, values, w_self, w_src, target):
+            ctx.save_for_backward(w_self, w_src, target)
+            return value.clone()
 
-            @staticmethod
-            def backward(ctx, g):
-                w_self, w_src, target = ctx.saved_tensors
-                return None, g * w_self, g.index_select(0, target) * w_src, None, None, None
-        _VALUE_WITH_WEIGHTS.append(ValueWithWeights)
-    return _VALUE_WITH_WEIGHTS[0].apply(value, flat, values, w_self, w_src, target)
+        @staticmethod
+        def backward(ctx, g):
+            w_self, w_src, target = ctx.saved_tensors
+            return None, g * w_self, g.index_select(0, target) * w_src, None, None, None
+    return ValueWithWeights
+
+
+_value_with_weights = lazy_function(_build_value_with_weights)
 
 
 def _in_place(fn, name):

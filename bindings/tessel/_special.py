@@ -24,6 +24,7 @@ import math
 
 from . import _C
 from ._dtensor_compose import aligned
+from ._lazy_function import lazy_function
 from ._tensor import with_zero_gradient
 
 _F64 = _C.dtype.float64
@@ -177,33 +178,35 @@ def hypot(x, y):
     return _hypot_grads(_where(ax.isinf() | ay.isinf(), math.inf, r), x, y)
 
 
-_HYPOT_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
-
-
 def _hypot_grads(value, x, y):
     """value with torch's hypot gradients x / h and y / h (NaN at the origin, as torch's), whose own derivatives
     a create_graph backward takes (through |x| the composition had none at 0: d²/dx² hypot(x, 2) at 0 was 0, not
     1/2)."""
     if not (_C.is_grad_enabled() and any(isinstance(t, _C.Tensor) and t.requires_grad for t in (x, y))):
         return value
-    if not _HYPOT_GRADS:
-        from .autograd import Function
-        from ._pow import _sum_to
+    return _hypot_grads_apply(value.detach(), x, y)
 
-        class HypotGrads(Function):
-            @staticmethod
-            def forward(ctx, value, x, y):
-                ctx.save_for_backward(x, y)
-                return value.clone()
 
-            @staticmethod
-            def backward(ctx, g):
-                x, y = ctx.saved_tensors
-                h = hypot(x, y)  # with its graph under create_graph (hypot's own gradients again)
-                return (None, _sum_to(g * x / h, x.shape) if x.requires_grad else None,
-                        _sum_to(g * y / h, y.shape) if y.requires_grad else None)
-        _HYPOT_GRADS.append(HypotGrads)
-    return _HYPOT_GRADS[0].apply(value.detach(), x, y)
+def _build_hypot_grads():
+    from .autograd import Function
+    from ._pow import _sum_to
+
+    class HypotGrads(Function):
+        @staticmethod
+        def forward(ctx, value, x, y):
+            ctx.save_for_backward(x, y)
+            return value.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            h = hypot(x, y)  # with its graph under create_graph (hypot's own gradients again)
+            return (None, _sum_to(g * x / h, x.shape) if x.requires_grad else None,
+                    _sum_to(g * y / h, y.shape) if y.requires_grad else None)
+    return HypotGrads
+
+
+_hypot_grads_apply = lazy_function(_build_hypot_grads)
 
 
 @aligned
@@ -261,35 +264,37 @@ def xlog1py(x, y):
     return _xlog_grads(_where(zero, 0.0, x * _where(zero, 0.0, y).log1p()), x, y, True)
 
 
-_XLOG_GRADS = []  # the autograd Function, made on first use (tessel.autograd imports this module)
-
-
 def _xlog_grads(value, x, y, one_plus):
     """value with torch's gradients of x·log(y) (one_plus: x·log1p(y)): d/dx the log, also at x = 0 (the mask
     that makes the value 0 there cut it: xlogy(0, 2)'s was 0, torch's log 2), 0 where x is 0 and the log's
     argument is not positive; d/dy x / y (x / (1 + y))."""
     if not (_C.is_grad_enabled() and any(isinstance(t, _C.Tensor) and t.requires_grad for t in (x, y))):
         return value
-    if not _XLOG_GRADS:
-        from .autograd import Function
-        from ._pow import _sum_to
+    return _xlog_grads_apply(value.detach(), x, y, one_plus)
 
-        class XlogGrads(Function):
-            @staticmethod
-            def forward(ctx, value, x, y, one_plus):
-                ctx.save_for_backward(x, y)
-                ctx.one_plus = one_plus
-                return value.clone()
 
-            @staticmethod
-            def backward(ctx, g):
-                x, y = ctx.saved_tensors
-                arg = y + 1.0 if ctx.one_plus else y
-                dx = _where((x == 0.0) & (arg <= 0.0), 0.0, y.log1p() if ctx.one_plus else y.log())
-                return (None, _sum_to(g * dx, x.shape) if x.requires_grad else None,
-                        _sum_to(g * x / arg, y.shape) if y.requires_grad else None, None)
-        _XLOG_GRADS.append(XlogGrads)
-    return _XLOG_GRADS[0].apply(value.detach(), x, y, one_plus)
+def _build_xlog_grads():
+    from .autograd import Function
+    from ._pow import _sum_to
+
+    class XlogGrads(Function):
+        @staticmethod
+        def forward(ctx, value, x, y, one_plus):
+            ctx.save_for_backward(x, y)
+            ctx.one_plus = one_plus
+            return value.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            arg = y + 1.0 if ctx.one_plus else y
+            dx = _where((x == 0.0) & (arg <= 0.0), 0.0, y.log1p() if ctx.one_plus else y.log())
+            return (None, _sum_to(g * dx, x.shape) if x.requires_grad else None,
+                    _sum_to(g * x / arg, y.shape) if y.requires_grad else None, None)
+    return XlogGrads
+
+
+_xlog_grads_apply = lazy_function(_build_xlog_grads)
 
 
 def entr(x):
