@@ -306,7 +306,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     def compute(m):
         w_orig, u, v = getattr(m, name + "_orig"), getattr(m, name + "_u"), getattr(m, name + "_v")
         if m._in_forward():
-            ran.append(True) if not ran else None
+            ran[:] = [True]
         elif not ran:  # (torch sets weight.data at registration; W / σ with the unrun random u, v was read here)
             return w_orig.detach()
         mat = _as_matrix(w_orig, dim)
