@@ -139,9 +139,7 @@ def asinh(x):
     return _where(x == 0.0, x, x.sign() * _where(small, near, far))  # (asinh(-0) = -0)
 
 
-def acosh(x):
-    """log(x + sqrt(x² - 1)) for x >= 1, as log1p(t + sqrt(t (x + 1))) with t = x - 1 (exact near 1) and
-    log(2x) where x² would overflow; NaN below 1 (as torch: -1e30 gave 0 through t + sqrt(t²) = 0)."""
+def _acosh_value(x):
     big = x > 1e150
     x_s = _where(big, 1.0, x)
     t = x_s - 1.0
@@ -150,9 +148,21 @@ def acosh(x):
     return _where(x < 1.0, math.nan, _where(big, far, near))
 
 
-def atanh(x):
-    """0.5·log((1 + x) / (1 - x)), as 0.5·log1p(2x / (1 - x)); ±inf at ±1."""
+def acosh(x):
+    """log(x + sqrt(x² - 1)) for x >= 1, as log1p(t + sqrt(t (x + 1))) with t = x - 1 (exact near 1) and
+    log(2x) where x² would overflow; NaN below 1 (as torch: -1e30 gave 0 through t + sqrt(t²) = 0). The
+    gradient is torch's 1 / sqrt(x² - 1): inf at 1, NaN below."""
+    return _closed_form_grad(x, _acosh_value, lambda t: (t * t - 1.0).rsqrt())
+
+
+def _atanh_value(x):
     return (2.0 * x / (1.0 - x)).log1p() * 0.5
+
+
+def atanh(x):
+    """0.5·log((1 + x) / (1 - x)), as 0.5·log1p(2x / (1 - x)); ±inf at ±1, where the gradient 1 / (1 - x²) is
+    inf (torch's)."""
+    return _closed_form_grad(x, _atanh_value, lambda t: 1.0 / (1.0 - t * t))
 
 
 # ---- logarithms, signs and friends -------------------------------------------------------------------------
@@ -297,18 +307,51 @@ def _build_xlog_grads():
 _xlog_grads_apply = lazy_function(_build_xlog_grads)
 
 
-def entr(x):
-    """-x·log(x) for x > 0, 0 at 0, -inf below 0."""
+def _build_closed_form_grad():
+    from .autograd import Function
+
+    class ClosedFormGrad(Function):
+        """fn(x) with the gradient g·deriv(x) (torch's formula) instead of the composition's: at a function's
+        edges the chain meets 0·inf or a where's dead branch (erfinv'(±1) and logit'(0) are inf, lgamma'(0) is
+        digamma(0) = -inf, entr'(x < 0) is NaN), while deriv, itself composed, stays differentiable."""
+        @staticmethod
+        def forward(ctx, x, fn, deriv):
+            ctx.save_for_backward(x)
+            ctx.deriv = deriv
+            return fn(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * ctx.deriv(x), None, None
+    return ClosedFormGrad
+
+
+_closed_form_grad = lazy_function(_build_closed_form_grad)
+
+
+def _entr_value(x):
     pos = x > 0.0
     inner = -x * _where(pos, x, 1.0).log()
     return _where(pos, inner, _where(x == 0.0, 0.0, _where(x < 0.0, -math.inf, x)))
 
 
+def entr(x):
+    """-x·log(x) for x > 0, 0 at 0, -inf below 0; the gradient -(1 + log x) everywhere (torch's: +inf at 0,
+    NaN below)."""
+    return _closed_form_grad(x, _entr_value, lambda t: -(1.0 + t.log()))
+
+
+def _logit_value(x):
+    return (x / (1.0 - x)).log()
+
+
 def logit(x, eps=None):
-    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
+    """log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given; the gradient 1 / (p (1 - p)), inf at 0
+    and 1 (torch's), 0 outside [eps, 1 - eps]."""
     if eps is not None:
         x = x.clamp(eps, 1.0 - eps)
-    return (x / (1.0 - x)).log()
+    return _closed_form_grad(x, _logit_value, lambda t: 1.0 / (t * (1.0 - t)))
 
 
 # ---- error function and gamma ------------------------------------------------------------------------------
@@ -341,9 +384,7 @@ def _poly(coeffs, t):
     return acc
 
 
-def erfinv(x):
-    """The inverse of erf on (-1, 1), ±inf at ±1: Giles' single-precision approximation, then one Newton step
-    on erf in float64 (its gradient through the step is sqrt(pi)/2·exp(y²), the closed form)."""
+def _erfinv_value(x):
     inside = x.abs() < 1.0
     xs = _where(inside, x, 0.0)
     w = -((1.0 - xs) * (1.0 + xs)).log()
@@ -354,6 +395,12 @@ def erfinv(x):
         y0 = y0 - (y0.erf() - xs) * (math.sqrt(math.pi) / 2) * (y0 * y0).exp()
     edge = _where(x == 1.0, math.inf, _where(x == -1.0, -math.inf, math.nan))
     return _where(inside, y0, edge)
+
+
+def erfinv(x):
+    """The inverse of erf on (-1, 1), ±inf at ±1: Giles' single-precision approximation, then two Newton steps
+    on erf in float64. The gradient is torch's sqrt(pi)/2·exp(erfinv(x)²), inf at ±1."""
+    return _closed_form_grad(x, _erfinv_value, lambda t: (_erfinv_value(t) ** 2).exp() * (math.sqrt(math.pi) / 2))
 
 
 _SHIFT = 8  # lgamma/digamma: z + 8 >= 8.5, where the asymptotic series below is exact to ~1e-13
@@ -372,9 +419,7 @@ def _lgamma_pos(y):
     return stirling - shift
 
 
-def lgamma(x):
-    """log|Gamma(x)|; x < 0.5 through the reflection log(pi / |sin(pi x)|) - lgamma(1 - x); +inf at the
-    poles (0, -1, -2, ...) and at ±inf."""
+def _lgamma_value(x):
     reflect = x < 0.5
     y = _where(reflect, 1.0 - x, x)
     direct = _lgamma_pos(y)
@@ -382,9 +427,15 @@ def lgamma(x):
     sin = (xr * math.pi).sin().abs()
     pole = reflect & (xr == xr.floor())
     refl = math.log(math.pi) - _where(pole, 1.0, sin).log() - direct
-    exact = (x == 1.0) | (x == 2.0)  # log Gamma(1) = log Gamma(2) = 0 exactly, as torch's, with the gradient there
-    return _where(pole | (x == math.inf), math.inf, _where(exact, direct - direct.detach(),
-                                                           _where(reflect, refl, direct)))
+    exact = (x == 1.0) | (x == 2.0)  # log Gamma(1) = log Gamma(2) = 0 exactly, as torch's
+    return _where(pole | (x == math.inf), math.inf, _where(exact, 0.0, _where(reflect, refl, direct)))
+
+
+def lgamma(x):
+    """log|Gamma(x)|; x < 0.5 through the reflection log(pi / |sin(pi x)|) - lgamma(1 - x); +inf at the
+    poles (0, -1, -2, ...) and at ±inf. The gradient is torch's digamma(x): -inf at 0, NaN at the negative
+    integers."""
+    return _closed_form_grad(x, _lgamma_value, digamma)
 
 
 def _digamma_pos(y):

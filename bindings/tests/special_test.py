@@ -107,6 +107,32 @@ def test_gradients_equal_the_closed_forms():
         np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, err_msg=name)
 
 
+def test_gradients_at_the_edges_are_torchs_closed_forms():
+    # the compositions met 0·inf or a where's dead branch there: erfinv'(±1) and lgamma'(0) read 0, logit'(0),
+    # atanh'(±1) and acosh'(1) NaN, entr'(0) 0 (torch: inf, -inf, inf, inf, inf, inf)
+    cases = {
+        "erfinv": (tessel.erfinv, [-1.0, 1.0, 1.5], [np.inf, np.inf, np.nan]),
+        "logit": (tessel.logit, [0.0, 1.0, 0.5], [np.inf, np.inf, 4.0]),
+        "atanh": (tessel.atanh, [-1.0, 1.0, 0.5], [np.inf, np.inf, 4.0 / 3.0]),
+        "acosh": (tessel.acosh, [1.0, 0.5, 2.0], [np.inf, np.nan, 1.0 / math.sqrt(3.0)]),
+        "lgamma": (tessel.lgamma, [0.0, -1.0, 1.0], [-np.inf, np.nan, -0.5772156649015329]),
+        "entr": (tessel.special.entr, [0.0, -1.0, 1.0], [np.inf, np.nan, -1.0]),
+    }
+    for name, (fn, xs, want) in cases.items():
+        for dtype in (tessel.float32, tessel.float64):
+            x = tessel.tensor(xs, dtype=dtype, requires_grad=True)
+            fn(x).sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6, err_msg="%s %s" % (name, dtype))
+    x = tessel.tensor([0.0, 0.05, 0.5, 0.95, 1.0], requires_grad=True)  # eps: zero outside [eps, 1 - eps]
+    tessel.logit(x, eps=0.1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 0.0, 4.0, 0.0, 0.0], rtol=1e-6)
+    w = t64([0.3, -0.8], grad=True)  # second order through the closed form: erfinv'' = 2·y·erfinv'(x)²
+    (g,) = tessel.autograd.grad(tessel.erfinv(w).sum(), w, create_graph=True)
+    g.sum().backward()
+    y = np.array([0.27246271472675443, -0.9061938024368232])
+    close(w.grad, 2 * y * (math.sqrt(math.pi) / 2 * np.exp(y ** 2)) ** 2, 1e-9)
+
+
 def test_dtype_limits_shapes_and_draws():
     f = tessel.finfo(tessel.float32)
     assert (f.eps, f.max, f.tiny, f.bits) == (2.0 ** -23, float(np.finfo(np.float32).max), 2.0 ** -126, 32)
