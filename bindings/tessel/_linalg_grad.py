@@ -17,12 +17,17 @@ backward formulas (torch's derivatives.yaml gives the same):
                m < n: A = [X | Y], Ȳ = Q R̄_Y, X̄ = the square case with Q̄ + Y R̄_Yᵀ and R̄_X
     pinv       Ā = −A⁺ᵀ Ḡ A⁺ᵀ + (I − A A⁺) Ḡᵀ A⁺ A⁺ᵀ + A⁺ᵀ A⁺ Ḡᵀ (I − A⁺ A)   (constant rank)
     lstsq      the solution as pinv(A) B (its value from LAPACK's least squares)
+    cholesky_solve   X = (L Lᵀ)⁻¹ B: B̄ = (L Lᵀ)⁻¹ Ḡ,  L̄ = −(B̄ Xᵀ + X B̄ᵀ) L  (Uᵀ U: Ū = −U (B̄ Xᵀ + X B̄ᵀ)),
+               over all of L as torch's (its entries off the triangle, unused by the value, get gradients too)
+    lu_factor  A = P L U square: Ā = P L⁻ᵀ Φ U⁻ᵀ,  Φ = tril(Lᵀ L̄, −1) + triu(Ū Uᵀ)  (L̄, Ū: the packed gradient's
+               strict lower and upper triangles); m > n: L = [L₁; L₂], the square case on L₁ with Φ's upper
+               part triu(Ū Uᵀ − L₂ᵀ L̄₂) and Ā₂ = P (L̄₂ U⁻ᵀ); m < n: U = [U₁ U₂], the square case on U₁ with
+               Φ's lower part tril(Lᵀ L̄ − Ū₂ U₂ᵀ, −1) and Ā₂ = P L⁻ᵀ Ū₂ (torch's linalg_lu_backward)
 
 Each backward recomputes what it needs through the public, differentiable function on the saved input, so a
-create_graph=True backward (a Hessian, a gradient penalty) differentiates again correctly; svdvals has no
-differentiable SVD to recompute through and refuses create_graph (svd, qr and pinv recompute through their own
-Functions, so they differentiate twice). For a symmetric input the cholesky and
-eigh gradients are symmetric (the derivative along symmetric perturbations, as torch gives). det, slogdet,
+create_graph=True backward (a Hessian, a gradient penalty) differentiates again correctly (svdvals, svd, qr, pinv
+and lu_factor recompute through their own Functions, so they differentiate twice). For a symmetric input the
+cholesky and eigh gradients are symmetric (the derivative along symmetric perturbations, as torch gives). det, slogdet,
 inv and solve need an invertible A for their gradient; det and slogdet cover a singular A through the SVD's
 adjugate (torch's give no error there either).
 """
@@ -234,11 +239,8 @@ class Svdvals(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if _C.is_grad_enabled():
-            raise NotImplementedError("svdvals: a create_graph=True backward (second derivatives) is not supported "
-                                      "(tessel's SVD has no gradient of its own)")
-        a, = ctx.saved_tensors
-        u, _, vh = _linalg().svd(a.detach(), full_matrices=False)
+        a, = ctx.saved_tensors  # (a create_graph backward differentiates U and Vᴴ through Svd's own Function)
+        u, _, vh = _linalg().svd(a, full_matrices=False)
         return u @ _unsqueeze_diag(g, _eye_like_k(g)) @ vh
 
 
@@ -296,6 +298,61 @@ class Svd(Function):
             if n > k:  # U S⁻¹ V̄ᵀ (I − V Vᵀ)
                 term = term + _scale_cols(u, 1.0 / s) @ _mT(g_v - v @ vhgv)
         return u @ inner @ vh + term, None
+
+
+class CholeskySolve(Function):
+    @staticmethod
+    def forward(ctx, b, factor, upper):
+        from ._namespace import _cholesky_solve
+        ctx.save_for_backward(b, factor)
+        ctx.upper = upper
+        return _cholesky_solve(b, factor, upper)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ._namespace import cholesky_solve
+        from ._pow import _sum_to
+        b, factor = ctx.saved_tensors
+        g_b = cholesky_solve(g, factor, ctx.upper)
+        x = cholesky_solve(b, factor, ctx.upper)
+        common = g_b @ _mT(x)
+        common = common + _mT(common)
+        g_factor = -(factor @ common) if ctx.upper else -(common @ factor)
+        return _sum_to(g_b, b.shape), _sum_to(g_factor, factor.shape), None
+
+
+class LuFactor(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        from ._linalg_lu import _lu_factor_host
+        lu, pivots, info = _lu_factor_host(a)
+        ctx.mark_non_differentiable(pivots, info)
+        return lu, pivots, info
+
+    @staticmethod
+    def backward(ctx, g_lu, g_pivots, g_info):
+        a, = ctx.saved_tensors
+        p, lower, upper = _linalg().lu(a)  # differentiable again: a create_graph backward recomputes through it
+        m, n = a.shape[-2], a.shape[-1]
+        k = min(m, n)
+        solve = _linalg().solve_triangular
+        g_l, g_u = g_lu[..., :, :k].tril(-1), g_lu[..., :k, :].triu()
+        l1, u1 = lower[..., :k, :], upper[..., :, :k]
+        phi_l = _mT(l1) @ g_l[..., :k, :]
+        phi_u = g_u[..., :, :k] @ _mT(u1)
+        if m > n:
+            phi_u = phi_u - _mT(lower[..., k:, :]) @ g_l[..., k:, :]
+        elif m < n:
+            phi_l = phi_l - g_u[..., :, k:] @ _mT(upper[..., :, k:])
+        phi = phi_l.tril(-1) + phi_u.triu()
+        x = solve(_mT(l1), phi, upper=True, unitriangular=True)  # L₁⁻ᵀ Φ
+        g_a = solve(_mT(u1), x, upper=False, left=False)  # ... U₁⁻ᵀ
+        if m > n:
+            g_a = _C._functional.cat([g_a, solve(_mT(u1), g_l[..., k:, :], upper=False, left=False)], -2)
+        elif m < n:
+            g_a = _C._functional.cat([g_a, solve(_mT(l1), g_u[..., :, k:], upper=True, unitriangular=True)], -1)
+        return p @ g_a
 
 
 def _copyltu(m):

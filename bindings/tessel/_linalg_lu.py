@@ -6,7 +6,9 @@ unblocked right-looking elimination, the pivot the first entry of largest magnit
 choice, so the permutation is LAPACK's), pivots 1-based int32 as torch returns them, info > 0 at the first
 exactly-zero pivot (the factorization continues past it, as getrf's). Each column step is one numpy rank-1
 update over the whole batch. eig / eigvals are numpy's geev and return complex tensors (tessel/_complex.py).
-None of these has a gradient here: a tensor that requires grad raises NotImplementedError.
+The LU family is differentiable: lu_factor through an autograd Function (tessel/_linalg_grad.py, torch's
+formulas), lu_unpack and lu_solve composed of differentiable ops (triangles, solve_triangular) when an input
+requires grad. eig / eigvals have no gradient here: a tensor that requires grad raises NotImplementedError.
 """
 
 import numpy as np
@@ -53,18 +55,28 @@ def _getrf(a):
     return flat.reshape(lu.shape), pivots.reshape(shape + (k,)), info.reshape(shape)
 
 
+def _lu_factor_host(A):
+    """(LU, 1-based int32 pivots, info) as tensors, computed on the host."""
+    lu, pivots, info = _getrf(_host(A, "lu_factor"))
+    return (_back(lu, A), _C._from_numpy((pivots + 1).astype(np.int32)),
+            _info(tuple(A.shape[:-2]), info.reshape(-1).tolist()))
+
+
 def lu_factor_ex(A, *, pivot=True, check_errors=False):
     """torch.linalg.lu_factor_ex: (LU, pivots, info) with L's unit diagonal implicit below U; info > 0 names the
     first zero pivot (1-based) instead of an error."""
-    _no_grad("lu_factor_ex", A)
     if not pivot:
         raise NotImplementedError("linalg.lu_factor: LU without pivoting is not implemented on the CPU (as torch's)")
-    lu, pivots, info = _getrf(_host(A, "lu_factor"))
-    if check_errors and info.any():
+    if _needs_grad(A):
+        from ._linalg_grad import LuFactor
+        lu, pivots, info = LuFactor.apply(A)
+    else:
+        lu, pivots, info = _lu_factor_host(A)
+    if check_errors and bool(info.any()):
+        bad = int(info.max().item())
         raise RuntimeError("torch.linalg.lu_factor_ex: U[%d,%d] is zero and using it on lu_solve would result in a "
-                           "division by zero." % (info.max(), info.max()))  # (torch's wording)
-    return _LU_FACTOR_EX(_back(lu, A), _C._from_numpy((pivots + 1).astype(np.int32)),
-                         _info(tuple(A.shape[:-2]), info.reshape(-1).tolist()))
+                           "division by zero." % (bad, bad))  # (torch's wording)
+    return _LU_FACTOR_EX(lu, pivots, info)
 
 
 def lu_factor(A, *, pivot=True):
@@ -100,13 +112,26 @@ def _unpack(lu, pivots0):
     return np.swapaxes(p, -1, -2), lower, upper
 
 
+def _triangles(LU_data):
+    """(L, U) of packed LU data as differentiable ops: L's strict lower triangle plus the unit diagonal [m, k],
+    U's upper triangle [k, n]."""
+    from ._tensor import eye
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    return LU_data[..., :, :k].tril(-1) + eye(m, k, dtype=LU_data.dtype), LU_data[..., :k, :].triu()
+
+
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
-    """torch.lu_unpack: (P, L, U) from lu_factor's result, A = P L U."""
+    """torch.lu_unpack: (P, L, U) from lu_factor's result, A = P L U (L and U differentiable in LU_data)."""
     lu = _host(LU_data, "lu_unpack")
     p, lower, upper = _unpack(lu, LU_pivots.detach().numpy().astype(np.int64) - 1)
+    if _needs_grad(LU_data) and unpack_data:
+        lower, upper = _triangles(LU_data)
+    else:
+        lower, upper = _back(lower, LU_data), _back(upper, LU_data)
     empty = _C._from_numpy(np.zeros((0,), dtype=lu.dtype))
-    return _LU_UNPACK(_back(p, LU_data) if unpack_pivots else empty,
-                      _back(lower, LU_data) if unpack_data else empty, _back(upper, LU_data) if unpack_data else empty)
+    return _LU_UNPACK(_back(p, LU_data) if unpack_pivots else empty, lower if unpack_data else empty,
+                      upper if unpack_data else empty)
 
 
 def lu(A, *, pivot=True):
@@ -131,7 +156,8 @@ def _triangular(a, b, lower, unit):
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """torch.linalg.lu_solve: X with A X = B (A^H X = B with adjoint; X A = B when left=False) from A's
     lu_factor."""
-    _no_grad("lu_solve", LU, B)
+    if _needs_grad(LU, B):
+        return _lu_solve_differentiable(LU, pivots, B, left, adjoint)
     lu_, b = _host(LU, "lu_solve"), _host(B, "lu_solve")
     piv = pivots.detach().numpy().astype(np.int64) - 1
     order = _permutation(piv, lu_.shape[-1])
@@ -139,6 +165,20 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
         return _back(np.swapaxes(_lu_solve(lu_, order, np.swapaxes(b, -1, -2).conj(), not adjoint), -1, -2).conj(),
                      LU)
     return _back(_lu_solve(lu_, order, b, adjoint), LU)
+
+
+def _lu_solve_differentiable(LU, pivots, B, left, adjoint):
+    """lu_solve as permutation and two solve_triangular calls, each differentiable in LU's triangles and B."""
+    from .linalg import solve_triangular
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return _lu_solve_differentiable(LU, pivots, B.transpose(-2, -1), True, not adjoint).transpose(-2, -1)
+    p = lu_unpack(LU.detach(), pivots, unpack_data=False).P.to(B.dtype)
+    lower, upper = _triangles(LU)
+    if adjoint:  # A^T = U^T L^T P^T
+        y = solve_triangular(upper.transpose(-2, -1), B, upper=False)
+        return p @ solve_triangular(lower.transpose(-2, -1), y, upper=True, unitriangular=True)
+    y = solve_triangular(lower, p.transpose(-2, -1) @ B, upper=False, unitriangular=True)
+    return solve_triangular(upper, y, upper=True)
 
 
 def _lu_solve(lu_, order, b, adjoint):

@@ -485,7 +485,15 @@ def cholesky(input, upper=False):
 
 @_float32_under_autocast
 def cholesky_solve(input, input2, upper=False):
-    """torch.cholesky_solve(B, L): X with A X = B for A = L Lᵀ (L lower; upper=True: A = Uᵀ U)."""
+    """torch.cholesky_solve(B, L): X with A X = B for A = L Lᵀ (L lower; upper=True: A = Uᵀ U). Differentiable
+    with torch's gradients (tessel/_linalg_grad.py CholeskySolve: the factor's is that of L Lᵀ for all of L)."""
+    from ._linalg_grad import CholeskySolve
+    if _C.is_grad_enabled() and (input.requires_grad or input2.requires_grad):
+        return CholeskySolve.apply(input, input2, upper)
+    return _cholesky_solve(input, input2, upper)
+
+
+def _cholesky_solve(input, input2, upper):
     solve = _linalg().solve_triangular
     if upper:
         y = solve(input2.transpose(-2, -1), input, upper=False)

@@ -1,8 +1,9 @@
 """Gradients of torch.linalg's factorizations (tessel/_linalg_grad.py) against central finite differences in
 float64: inv, det, slogdet, solve (left, right, vectors, batches), cholesky and eigh along symmetric
-perturbations (their inputs are symmetric), eigvalsh, svdvals; second derivatives through create_graph (the
-Hessian of log det A is -A⁻ᵀ ⊗ A⁻¹); and the rest of torch.linalg's list against numpy: vander, the *_ex forms
-with LAPACK's info, tensorinv, tensorsolve, matrix_exp, diagonal."""
+perturbations (their inputs are symmetric), eigvalsh, svdvals, lu_factor / lu / lu_solve (square, tall, wide,
+batched), cholesky_solve (torch's gradient over the whole factor); second derivatives through create_graph (the
+Hessian of log det A is -A⁻ᵀ ⊗ A⁻¹; svdvals, lu); and the rest of torch.linalg's list against numpy: vander,
+the *_ex forms with LAPACK's info, tensorinv, tensorsolve, matrix_exp, diagonal."""
 import sys
 
 import numpy as np
@@ -120,9 +121,65 @@ def test_second_derivatives_through_create_graph():
     x = t(S, requires_grad=True)
     hv, = tessel.autograd.grad(cholesky_grad_dot_v(x), x)
     np.testing.assert_allclose(hv.numpy(), numeric(cholesky_grad_dot_v, [S], 0), rtol=1e-5, atol=1e-7)
-    with pytest.raises(NotImplementedError, match="svdvals: a create_graph=True backward"):
-        y = t(A, requires_grad=True)
-        g, = tessel.autograd.grad(L.svdvals(y).sum(), y, create_graph=True)
+    # through svdvals (its backward recomputes the SVD through Svd's Function; it refused create_graph before)
+    def svdvals_grad_dot_v(a):
+        y = a if a.requires_grad else a.requires_grad_(True)
+        g, = tessel.autograd.grad((L.svdvals(y) ** 2).sum() + L.svdvals(y).sum(), y, create_graph=True)
+        return (g * t(v)).sum()
+    x = t(A, requires_grad=True)
+    hv, = tessel.autograd.grad(svdvals_grad_dot_v(x), x)
+    np.testing.assert_allclose(hv.numpy(), numeric(svdvals_grad_dot_v, [A], 0), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 4), (2, 3, 3), (2, 4, 3), (2, 2, 3)])
+def test_lu_factor_and_lu_gradients(shape):
+    # lu_factor / lu / lu_unpack raised NotImplementedError on an input that requires grad
+    a = RNG.standard_normal(shape)
+    w = RNG.standard_normal(shape)
+    check(lambda x: (L.lu_factor(x).LU * t(w)).sum(), a)
+
+    def of_factors(x):
+        _, lower, upper = L.lu(x)
+        return (lower * lower).sum() + (upper * upper * upper).sum()
+    check(of_factors, a)
+    x = t(a, requires_grad=True)  # second order: d/dA of <∇ of_factors, V>, by finite differences
+    v = RNG.standard_normal(shape)
+
+    def grad_dot_v(y):
+        y = y if y.requires_grad else y.requires_grad_(True)
+        g, = tessel.autograd.grad(of_factors(y), y, create_graph=True)
+        return (g * t(v)).sum()
+    hv, = tessel.autograd.grad(grad_dot_v(x), x)
+    np.testing.assert_allclose(hv.numpy(), numeric(grad_dot_v, [a], 0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve_gradients(left, adjoint):
+    b = RNG.standard_normal((3, 2) if left else (2, 3))
+
+    def f(a, rhs):
+        lu, piv = L.lu_factor(a)
+        x = L.lu_solve(lu, piv, rhs, left=left, adjoint=adjoint)
+        return (x * x).sum()
+    check(f, A, b)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_gradients_are_torchs_over_the_whole_factor(upper):
+    factor = (np.triu(A) if upper else np.tril(A)) + np.eye(3)
+    b = RNG.standard_normal((2, 3, 2))  # batched right-hand sides, one factor (its gradient summed over the batch)
+    x = t(factor, requires_grad=True)
+    rhs = t(b, requires_grad=True)
+    out = tessel.cholesky_solve(rhs, x, upper=upper)
+    gram = factor.T @ factor if upper else factor @ factor.T
+    want = np.linalg.solve(gram, b)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-10)
+    (out * out).sum().backward()
+    g_b = np.linalg.solve(gram, 2 * want)  # B̄ = (L Lᵀ)⁻¹ Ḡ, and L̄ = −(B̄ Xᵀ + X B̄ᵀ) L over all of L (torch's)
+    common = (g_b @ want.transpose(0, 2, 1)).sum(0)
+    common = common + common.T
+    np.testing.assert_allclose(rhs.grad.numpy(), g_b, rtol=1e-10)
+    np.testing.assert_allclose(x.grad.numpy(), -(factor @ common) if upper else -(common @ factor), rtol=1e-10)
 
 
 def test_the_rest_of_torch_linalg():
