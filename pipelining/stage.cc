@@ -238,11 +238,6 @@ void PipelineStage::InferShapes(const Tensor& first_input, const std::optional<s
     TESSEL_CHECK(outs.size() <= static_cast<size_t>(kMaxStageTensors), "pipeline stage ", stage_index_,
                  ": its module returned ", outs.size(), " tensors; a stage boundary carries at most ",
                  kMaxStageTensors);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      TESSEL_CHECK(outs[i].dim() >= 1 && outs[i].size(0) == xs[0].size(0), "pipeline stage ", stage_index_,
-                   ": output ", ShapeStr(outs[i].sizes()), outs.size() > 1 ? Str(" (tensor ", i, ")") : "",
-                   " does not keep the batch dim 0 of its input ", ShapeStr(xs[0].sizes()));
-    }
     if (!next_is_local()) SendHeader(outs);
   }
   inferred_ = true;
@@ -276,10 +271,16 @@ void PipelineStage::PrepareStep(const std::vector<int64_t>& microbatch_rows, con
                       " (a step that raised midway cannot be run again: its peers are still inside it)");
   }
   rows_ = microbatch_rows;
+  if (handshake_rows_ == 0) handshake_rows_ = rows_[0];  // the first step's microbatch 0: the handshake's
   weights_ = weights;
   grad_weights_ = grad_weights;
   states_.clear();
   for (size_t mb = 0; mb < rows_.size(); ++mb) states_.push_back(std::make_unique<MicrobatchState>());
+}
+
+Shape PipelineStage::ShapeAt(Shape handshake, int mb) const {
+  if (!handshake.empty() && handshake[0] == handshake_rows_) handshake[0] = rows_[mb];
+  return handshake;
 }
 
 PipelineStage::MicrobatchState& PipelineStage::State(int mb, const char* what) {
@@ -296,8 +297,7 @@ TensorList PipelineStage::BuffersFor(std::vector<TensorList>& buffers, int mb, c
   TensorList& mine = buffers[mb];
   mine.resize(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
-    Shape want = shapes[i];
-    want[0] = rows_[mb];
+    const Shape want = ShapeAt(shapes[i], mb);
     if (!mine[i].defined() || mine[i].sizes() != want) {
       memory::LedgerScope ledger(memory::Ledger::kCommBuffers);
       mine[i] = Empty(want, dtypes[i]);
@@ -338,13 +338,13 @@ void PipelineStage::Forward(int mb, const Tensor& input, const Tensor& target) {
     }
     s.inputs = xs;
   }
-  TESSEL_CHECK(xs[0].defined() && xs[0].size(0) == rows_[mb], Where(mb), ": input has ",
-               xs[0].defined() ? ShapeStr(xs[0].sizes()) : std::string("no tensor"), ", expected ", rows_[mb],
-               " rows");
+  TESSEL_CHECK(!is_first() || (xs[0].defined() && xs[0].dim() >= 1 && xs[0].size(0) == rows_[mb]), Where(mb),
+               ": input has ", xs[0].defined() ? ShapeStr(xs[0].sizes()) : std::string("no tensor"), ", expected ",
+               rows_[mb], " rows");
   TensorList outs = module_.Call(xs);
   std::vector<Shape> want = output_shapes();
   if (!is_last()) {
-    for (Shape& shape : want) shape[0] = rows_[mb];
+    for (Shape& shape : want) shape = ShapeAt(shape, mb);
     TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, SizesOf(outs) == want, Where(mb), ": output shape ",
                       ShapesStr(SizesOf(outs)), " differs from the handshake's ", ShapesStr(want));
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -479,9 +479,7 @@ TensorList PipelineStage::InputGradsToSend(int mb) const {
       out.push_back(g);
       continue;
     }
-    Shape shape = input_shapes_[i];
-    shape[0] = rows_[mb];
-    out.push_back(Zeros(shape, input_dtypes_[i]));  // the stage's outputs do not depend on this input
+    out.push_back(Zeros(ShapeAt(input_shapes_[i], mb), input_dtypes_[i]));  // the outputs do not depend on it
   }
   return out;
 }

@@ -13,10 +13,13 @@
 // and sends a small int64 header (the tensor count; per tensor ndim, dtype, dims) to the next stage's rank;
 // every other stage receives the header, runs its forward under no_grad on zeros of those shapes, one
 // positional input per tensor (so a stage that cannot take its predecessor's outputs fails here, before
-// training, naming both stages and the shapes) and sends its own output header on. Dim 0 of every tensor
-// that crosses a boundary is the batch: a microbatch with other rows uses the same shapes with dim 0
-// replaced, so uneven microbatches need no new handshake (the last stage's outputs, which travel nowhere,
-// may be anything its loss takes). Receive buffers (activations forward, gradients backward) are allocated
+// training, naming both stages and the shapes) and sends its own output header on. A tensor that crosses a
+// boundary with dim 0 equal to the rows of the handshake's microbatch (on this rank: its first step's
+// microbatch 0, in the rows of what the rank is given, the batch or else the targets or its input) is batched:
+// a microbatch with other rows uses the same shape with dim 0 replaced, so uneven microbatches need no new
+// handshake. Any other tensor (a flattened [B·T, H] activation, rotary tables, a 0-d scalar) keeps the
+// handshake's shape in every microbatch, as torch's static shapes (the last stage's outputs, which travel
+// nowhere, may be anything its loss takes). Receive buffers (activations forward, gradients backward) are allocated
 // once per microbatch index (comm-buffer ledger) and reused each step. Floating-point tensors carry
 // gradients back; integer and bool tensors (positions, masks) travel forward only, which both sides know
 // from the header's dtypes (torch's stages would try to make them require grad and fail).
@@ -153,6 +156,8 @@ class PipelineStage {
  private:
   struct MicrobatchState;
   MicrobatchState& State(int mb, const char* what);
+  // A handshake shape at microbatch mb: dim 0 at its rows if the tensor is batched (the Note), else as it is.
+  Shape ShapeAt(Shape handshake, int mb) const;
   TensorList BuffersFor(std::vector<TensorList>& buffers, int mb, const std::vector<Shape>& shapes,
                         const std::vector<DType>& dtypes);
   void SendHeader(const TensorList& outputs);
@@ -176,6 +181,7 @@ class PipelineStage {
   std::optional<std::vector<Shape>> expected_inputs_, expected_outputs_;
   std::vector<DType> input_dtypes_, output_dtypes_;
   std::vector<int64_t> rows_;
+  int64_t handshake_rows_ = 0;  // rows_[0] of the first step: which shapes are batched (the Note)
   std::vector<double> weights_;
   std::vector<double> grad_weights_;  // empty: weights_
   std::vector<TensorList> act_buffers_, grad_buffers_;  // [microbatch][tensor]

@@ -33,6 +33,7 @@ from dataclasses import dataclass as _dataclass
 from ... import _C
 from .. import _default_group
 from ...nn.modules import Module
+from ._utils import PipeliningMetadataError
 
 __all__ = ["PipelineStage", "PipelineStageInfo", "PipelineScheduleSingle", "PipelineScheduleMulti", "ScheduleGPipe",
            "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
@@ -102,9 +103,16 @@ class PipelineStage:
         self.dw_builder = dw_builder
         self.submod = submodule
         self.stage_index, self.num_stages = int(stage_index), int(num_stages)
-        self.group = group if group is not None else _default_group("PipelineStage")
+        if self.stage_index >= self.num_stages:  # torch's checks, its wording and types
+            raise ValueError("Stage index %d is out of range of %d" % (self.stage_index, self.num_stages))
+        self.group = group  # torch's attribute: the group as given (None: the default group)
+        self._group = group if group is not None else _default_group("PipelineStage")
         self.is_first, self.is_last = self.stage_index == 0, self.stage_index == self.num_stages - 1
-        self.group_rank, self.group_size = self.group.rank, self.group.size  # (torch's attributes)
+        self.group_rank, self.group_size = self._group.rank, self._group.size  # (torch's attributes)
+        if self.group_size > self.num_stages:
+            raise RuntimeError("Pipeline group size %d cannot be larger than number of stages %d"
+                               % (self.group_size, self.num_stages))
+        self.has_backward = False  # torch's: set by each step (True) or eval (False)
         from ..._device import device as _device_type
         self.device = _device_type("cpu")
         self._c = None  # built by the schedule, which knows the loss and the stage placement
@@ -174,8 +182,24 @@ class _StageCall(Module):
     def forward(self, *xs):
         schedule = self._schedule()
         more, kwargs = schedule._inputs_for(self._stage_index)
-        return self._stage()._forward(self.module, schedule._current.get(self._stage_index, 0),
-                                      schedule._probing.get(self._stage_index, False), *xs, *more, **kwargs)
+        out = self._stage()._forward(self.module, schedule._current.get(self._stage_index, 0),
+                                     schedule._probing.get(self._stage_index, False), *xs, *more, **kwargs)
+        if not isinstance(out, (_C.Tensor, tuple, list)):
+            raise PipeliningMetadataError("Stage args must be a tensor, tuple, or list of tensors, got %s."
+                                          % type(out).__name__)
+        # what loss_fn and step() give back: a tuple or list (a namedtuple too) as the module returned it
+        self.output_type = None if isinstance(out, _C.Tensor) else type(out)
+        return out
+
+
+def _as_returned(output_type, tensors):
+    """The last stage's tensors in the container its module returned them in (torch passes loss_fn the module's
+    own output: `(out,)` stays a 1-tuple, a list a list)."""
+    if output_type is None:
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+    if hasattr(output_type, "_fields"):  # a namedtuple
+        return output_type(*tensors)
+    return output_type(tensors)
 
 
 def _split_kwarg(value, n):
@@ -198,6 +222,13 @@ def _splits_dim0(spec):
     return all(s == TensorChunkSpec(0) for s in leaves)
 
 
+# torch's schedules that refuse fewer microbatches than stages (its messages)
+_AT_LEAST_ONE_PER_STAGE = {
+    "1F1B": "Number of microbatches (%d) must be greater than or equal to the number of stages (%d).",
+    "DualPipeV": "DualPipeV requires at least as many microbatches as stages, but got %d microbatches and %d stages.",
+}
+
+
 class _PipelineSchedule:
     _name = None            # pipelining's schedule name (schedules.h)
     _single_stage = False   # torch's PipelineScheduleSingle takes one stage, the Multi ones a list
@@ -218,10 +249,12 @@ class _PipelineSchedule:
         if not stages or not all(isinstance(s, PipelineStage) for s in stages):
             raise TypeError("%s: stages must be PipelineStages, got %r" % (cls, stages))
         self._stages, self._n_microbatches = stages, int(n_microbatches)
+        if self._name in _AT_LEAST_ONE_PER_STAGE and self._n_microbatches < stages[0].num_stages:
+            raise ValueError(_AT_LEAST_ONE_PER_STAGE[self._name] % (self._n_microbatches, stages[0].num_stages))
         self._loss_fn, self._scale_grads = loss_fn, bool(scale_grads)
         self._executor = None
         if self._name is not None:  # the named schedule; _PipelineScheduleRuntime waits for _load_csv
-            group, n = stages[0].group, stages[0].num_stages
+            group, n = stages[0]._group, stages[0].num_stages
             self._build(_C.generate_schedule(self._name, group.size, n, self._n_microbatches),
                         _C.stage_to_rank_map(self._name, group.size, n))
 
@@ -270,7 +303,7 @@ class _PipelineSchedule:
         """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
         compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
         cls, stages = type(self).__name__, self._stages
-        group, n = stages[0].group, stages[0].num_stages
+        group, n = stages[0]._group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
         self._loss_values = {}
         self._handshaken, self._probing = set(), {}  # stages whose shape handshake ran; this forward is one
@@ -318,7 +351,7 @@ class _PipelineSchedule:
             mb = self._current.get(self._stages[0].num_stages - 1, 0)
             if self._keep_outputs:  # torch's output_chunks, merged by step()
                 self._output_chunks[mb] = [o.detach() for o in outputs]
-            output = outputs[0] if len(outputs) == 1 else tuple(outputs)
+            output = _as_returned(self._calls[self._stages[0].num_stages - 1].output_type, outputs)
             value = loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
             self._loss_values[mb] = value  # the `losses` entries: loss_fn's own tensors, as torch's
             return value
@@ -333,7 +366,9 @@ class _PipelineSchedule:
             _, per_microbatch = run()
         finally:
             self._keep_outputs = False
-        if losses is not None:
+        if losses is not None and any(s.is_last for s in self._stages):
+            if self._loss_fn is None:  # torch's _update_losses: no loss computed, none to give
+                raise RuntimeError("Expecting %d losses but got 0" % self._n_microbatches)
             losses.clear()  # torch's _update_losses: this step's microbatches only
             # loss_fn's tensors (their dtype, their graph); a microbatch whose targets are all ignored has none
             losses.extend(self._loss_values.get(mb, _C._full([], v, _C.dtype.float32))
@@ -344,7 +379,7 @@ class _PipelineSchedule:
             return None
         cat = _C._functional.cat
         merged = [cat([c[i] for c in chunks], 0) for i in range(len(chunks[0]))]
-        return merged[0] if len(merged) == 1 else tuple(merged)
+        return _as_returned(self._calls[self._stages[0].num_stages - 1].output_type, merged)
 
     def _before_forward(self, stage, mb):
         # the executor calls this before each forward, the first time per stage before its shape handshake's
@@ -418,8 +453,8 @@ class _PipelineSchedule:
     def step(self, *args, target=None, losses=None, return_outputs=True, loss_kwargs=None, arg_mbs=None,
              kwarg_mbs=None, target_mbs=None, finalize_gradients=True, **kwargs):
         """One step's forward and backward over the microbatches. Returns torch's value: on the rank holding the
-        last stage the last stage's outputs merged along dim 0 (return_outputs=True; a tuple for a stage that
-        returns several tensors), None elsewhere or with return_outputs=False. Keyword arguments
+        last stage the last stage's outputs merged along dim 0 (return_outputs=True; in the tuple or list the
+        stage module returned them in), None elsewhere or with return_outputs=False. Keyword arguments
         reach every stage's forward, tensors split along dim 0 per microbatch; loss_kwargs reach loss_fn;
         arg_mbs / kwarg_mbs / target_mbs are torch's pre-split inputs. A `losses` list gets each microbatch's
         loss_fn value appended on the last stage's rank (0-d tensors, NaN for a microbatch whose targets are all
@@ -431,11 +466,13 @@ class _PipelineSchedule:
         if self._loss_fn is None:  # torch: no loss, no backward; the step is the forward over the microbatches
             x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
             return self._run(lambda: self._executor.eval_with_losses(x, target, targets_optional=True),
-                             return_outputs, None)
+                             return_outputs, losses)
         if not _C.is_grad_enabled():  # before any communication, as torch: the group stays usable
             raise RuntimeError("step() requires gradients to be enabled for backward computation; it should not be "
                                "used under torch.no_grad() context. Please call eval() instead.")
         x, target = self._inputs("step", args, target, loss_kwargs, arg_mbs, kwarg_mbs, target_mbs, kwargs)
+        for s in self._stages:
+            s.has_backward = True
         # finalize_gradients=False (torch's gradient accumulation across steps): this step's REDUCE_GRAD actions
         # are skipped, so fully_shard stages keep accumulating unreduced gradients until a finalizing step
         return self._run(lambda: self._executor.step_with_losses(x, target, bool(finalize_gradients)),
@@ -481,7 +518,7 @@ class PipelineScheduleMulti(_PipelineSchedule):
         with open(filename) as f:
             compute = _C.parse_csv(f.read())
         stages = self._stages
-        group, n = stages[0].group, stages[0].num_stages
+        group, n = stages[0]._group, stages[0].num_stages
         if len(compute) != group.size:
             raise ValueError("%s._load_csv: %s has %d rows for %d ranks" % (type(self).__name__, filename,
                                                                            len(compute), group.size))
