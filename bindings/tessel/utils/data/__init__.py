@@ -8,23 +8,31 @@ imports.
 
 Same batches and order rules as torch; the shuffled orders are tessel's (seeded from tessel's default
 generator, or the `generator` / DistributedSampler's seed + epoch), not torch's. num_workers > 0 loads in
-the calling process, as torch's workers would, one after another: each worker has its own copy of the
-dataset, get_worker_info() describes it and worker_init_fn runs once per worker, an IterableDataset is
-batched inside each worker and the workers' batches come round-robin (torch's in-order delivery), so the
-batches are torch's; there are no processes (no parallel loading) and pin_memory is a no-op (there is no GPU
-from Python).
+the calling process, as torch's workers would, one after another: each worker has its own deep copy of the
+dataset (as a forked worker process has: its changes reach neither the other workers nor the main process; a
+persistent worker keeps its copy across epochs, the others take a fresh one each epoch), get_worker_info()
+describes it and worker_init_fn runs once per worker, an IterableDataset is batched inside each worker and the
+workers' batches come round-robin (torch's in-order delivery), so the batches are torch's; the workers are seeded
+from the base seed each iter() draws, as torch's; there are no processes (no parallel loading) and pin_memory is a
+no-op (there is no GPU from Python). Samplers: _samplers.py; collation: _collate.py.
 """
 import collections.abc
 import copy
 import math
-import numbers
 import threading
 import warnings
 
 import numpy as np
 
 from ... import _C
-from ..._tensor import Tensor, host_rng, randint as _randint, tensor as _tensor
+from ..._tensor import empty as _empty, host_rng
+from ._collate import (collate, collate_float_fn, collate_int_fn, collate_numpy_array_fn,  # noqa: F401 (its API)
+                       collate_numpy_scalar_fn, collate_str_fn, collate_tensor_fn, default_collate,
+                       default_collate_err_msg_format, default_collate_fn_map, default_convert,
+                       np_str_obj_array_pattern)
+from ._samplers import (BatchSampler, DistributedSampler, RandomSampler, Sampler,  # noqa: F401 (its API)
+                        SequentialSampler, SubsetRandomSampler, WeightedRandomSampler, _InfiniteConstantSampler,
+                        _torch_randperm)
 
 
 class Dataset:
@@ -38,9 +46,9 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
-    def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+class IterableDataset(Dataset, collections.abc.Iterable):
+    """torch's IterableDataset: abstract (an ABC whose __iter__ a subclass must define, as torch's, which is a
+    typing.Iterable), so IterableDataset() itself raises TypeError."""
 
     def __add__(self, other):
         return ChainDataset([self, other])
@@ -51,7 +59,7 @@ class TensorDataset(Dataset):
 
     def __init__(self, *tensors):
         if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
-            raise ValueError("Size mismatch between tensors: first dims %s" % [t.shape[0] for t in tensors])
+            raise AssertionError("Size mismatch between tensors")
         self.tensors = tensors
 
     def __getitem__(self, index):
@@ -63,7 +71,7 @@ class TensorDataset(Dataset):
 
 class Subset(Dataset):
     def __init__(self, dataset, indices):
-        self.dataset, self.indices = dataset, list(indices)
+        self.dataset, self.indices = dataset, indices  # as given (a tensor, a range), as torch's
 
     def __getitem__(self, idx):
         if isinstance(idx, list):  # torch passes the whole list on (a TensorDataset stacks it)
@@ -83,7 +91,7 @@ class ConcatDataset(Dataset):
     def __init__(self, datasets):
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("datasets should not be an empty iterable")
+            raise AssertionError("datasets should not be an empty iterable")
         self.cumulative_sizes, total = [], 0
         for d in self.datasets:
             if isinstance(d, IterableDataset):
@@ -255,273 +263,6 @@ def random_split(dataset, lengths, generator=None):
     return out
 
 
-class Sampler:
-    def __class_getitem__(cls, item):  # torch's Sampler[List[int]] (a typing.Generic)
-        return cls
-
-    def __init__(self, data_source=None):
-        pass
-
-
-class SequentialSampler(Sampler):
-    def __init__(self, data_source):
-        self.data_source = data_source
-
-    def __iter__(self):
-        return iter(range(len(self.data_source)))
-
-    def __len__(self):
-        return len(self.data_source)
-
-
-class RandomSampler(Sampler):
-    """A permutation per pass (or num_samples draws with replacement), from `generator` or tessel's."""
-
-    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
-        if not isinstance(replacement, bool):
-            raise TypeError("replacement should be a boolean value, but got replacement=%s" % replacement)
-        self.data_source, self.replacement, self.generator = data_source, replacement, generator
-        self._num_samples = num_samples
-        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError("num_samples should be a positive integer value, but got num_samples=%s"
-                             % self.num_samples)
-
-    @property
-    def num_samples(self):
-        return len(self.data_source) if self._num_samples is None else self._num_samples
-
-    def __iter__(self):
-        rng = host_rng(self.generator)
-        n = len(self.data_source)
-        if self.replacement:
-            return iter(rng.integers(0, n, self.num_samples).tolist())
-        out = []
-        while len(out) < self.num_samples:
-            out.extend(rng.permutation(n).tolist())
-        return iter(out[:self.num_samples])
-
-    def __len__(self):
-        return self.num_samples
-
-
-class SubsetRandomSampler(Sampler):
-    def __init__(self, indices, generator=None):
-        self.indices, self.generator = list(indices), generator
-
-    def __iter__(self):
-        order = host_rng(self.generator).permutation(len(self.indices))
-        return iter(self.indices[i] for i in order.tolist())
-
-    def __len__(self):
-        return len(self.indices)
-
-
-class WeightedRandomSampler(Sampler):
-    def __init__(self, weights, num_samples, replacement=True, generator=None):
-        w = np.asarray(weights.tolist() if isinstance(weights, Tensor) else weights, dtype=np.float64)
-        if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
-            raise ValueError("weights should be a 1-d sequence of non-negative numbers with a positive sum")
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
-            raise ValueError("num_samples should be a positive integer value, but got num_samples=%s" % num_samples)
-        if not replacement and num_samples > len(w):
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-        self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
-
-    def __iter__(self):
-        rng = host_rng(self.generator)
-        p = self.weights / self.weights.sum()
-        positive = int((self.weights > 0).sum())
-        if self.replacement or self.num_samples <= positive:
-            return iter(rng.choice(len(self.weights), self.num_samples, replace=self.replacement, p=p).tolist())
-        # torch's multinomial without replacement: the zero-weight categories come after the others
-        drawn = rng.choice(len(self.weights), positive, replace=False, p=p).tolist()
-        zeros = [i for i in rng.permutation(len(self.weights)).tolist() if self.weights[i] == 0]
-        return iter(drawn + zeros[:self.num_samples - positive])
-
-    def __len__(self):
-        return self.num_samples
-
-
-class BatchSampler(Sampler):
-    def __init__(self, sampler, batch_size, drop_last):
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ValueError("batch_size should be a positive integer value, but got batch_size=%s" % batch_size)
-        if not isinstance(drop_last, bool):
-            raise ValueError("drop_last should be a boolean value, but got drop_last=%s" % drop_last)
-        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
-
-    def __iter__(self):
-        batch = []
-        for i in self.sampler:
-            batch.append(i)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
-            yield batch
-
-    def __len__(self):
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
-
-
-def _torch_randperm(n, seed):
-    """torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly, as DistributedSampler draws its
-    order: torch's CPU generator is an MT19937 seeded by init_genrand(seed mod 2^32) (numpy's legacy RandomState
-    seeds it the same way) and its randperm a Fisher-Yates pass taking one 32-bit draw modulo the remaining count
-    per position (aten's randperm_cpu for n < 2^32 / 20). A ported loop then visits the same batches as torch's."""
-    if n >= (1 << 32) // 20:
-        return np.random.default_rng(seed).permutation(n).tolist()
-    raw = np.frombuffer(np.random.RandomState(seed & 0xFFFFFFFF).bytes(4 * max(n - 1, 0)), dtype="<u4")
-    return _C._fisher_yates(raw, n)  # position i swaps with i + raw[i] mod (n - i), in C++
-
-
-class DistributedSampler(Sampler):
-    """torch's DistributedSampler: rank r takes indices r, r + W, ... of the (shuffled with seed + epoch)
-    index list, padded by repeating its start so every rank gets num_samples, or cut with drop_last."""
-
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
-        from ... import distributed as dist
-        if num_replicas is None:
-            num_replicas = dist.get_world_size()
-        if rank is None:
-            rank = dist.get_rank()
-        if not 0 <= rank < num_replicas:
-            raise ValueError("Invalid rank %d, rank should be in the interval [0, %d]" % (rank, num_replicas - 1))
-        self.dataset, self.num_replicas, self.rank = dataset, num_replicas, rank
-        self.shuffle, self.seed, self.drop_last, self.epoch = shuffle, seed, drop_last, 0
-        n = len(dataset)
-        if drop_last and n % num_replicas:
-            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
-        else:
-            self.num_samples = math.ceil(n / num_replicas)
-        self.total_size = self.num_samples * num_replicas
-
-    def __iter__(self):
-        n = len(self.dataset)
-        if self.shuffle:
-            indices = _torch_randperm(n, self.seed + self.epoch)
-        else:
-            indices = list(range(n))
-        if not self.drop_last:
-            padding = self.total_size - len(indices)
-            if padding <= len(indices):
-                indices += indices[:padding]
-            else:
-                indices += (indices * math.ceil(padding / len(indices)))[:padding]
-        else:
-            indices = indices[:self.total_size]
-        return iter(indices[self.rank:self.total_size:self.num_replicas])
-
-    def __len__(self):
-        return self.num_samples
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-
-def default_convert(data):
-    """torch's default_convert (DataLoader with batch_size=None): numpy arrays and scalars become tensors,
-    containers are converted element by element, everything else is kept."""
-    if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind in "biuf":
-        return _tensor(np.asarray(data))
-    if isinstance(data, dict):
-        out = copy.copy(data)
-        for k in data:
-            out[k] = default_convert(data[k])
-        return out
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (tuple, list)):  # a list, as torch's (a tuple sample comes out as a list)
-        return [default_convert(d) for d in data]
-    return data
-
-
-def collate_tensor_fn(batch, *, collate_fn_map=None):
-    from ... import stack
-    return stack(list(batch), 0)
-
-
-def collate_numpy_array_fn(batch, *, collate_fn_map=None):
-    from ... import stack
-    if batch[0].ndim == 0:
-        return collate_numpy_scalar_fn(batch)
-    return stack([_tensor(b) for b in batch], 0)
-
-
-def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
-    """numpy scalars in their dtype; several dtypes promoted as torch.as_tensor would (int32 with float32:
-    float32, where numpy's promotion gives float64)."""
-    if len({np.asarray(b).dtype for b in batch}) > 1:
-        from ... import stack  # (stack promotes as torch: the tensors' common dtype)
-        return stack([_tensor(np.asarray(b)) for b in batch], 0)
-    return _tensor(np.asarray(batch))
-
-
-def collate_float_fn(batch, *, collate_fn_map=None):
-    return _tensor(list(batch), dtype=_C.dtype.float64)
-
-
-def collate_int_fn(batch, *, collate_fn_map=None):
-    return _tensor(list(batch))  # ints int64, bools bool, an int then a float float32 (tensor's inference)
-
-
-def collate_str_fn(batch, *, collate_fn_map=None):
-    return batch
-
-
-# torch's registry: exact type first, then the first key the element is an instance of (insertion order); users
-# extend default_collate by updating it, or pass their own map to collate
-default_collate_fn_map = {Tensor: collate_tensor_fn, (np.ndarray, np.memmap): collate_numpy_array_fn,
-                          (np.bool_, np.number, np.object_): collate_numpy_scalar_fn, float: collate_float_fn,
-                          int: collate_int_fn, str: collate_str_fn, bytes: collate_str_fn}
-
-
-def collate(batch, *, collate_fn_map=None):
-    """torch's general collate: an element type found in collate_fn_map takes its function; mappings (their
-    type kept where it can be rebuilt), namedtuples and other sequences (as lists, or their own type) are
-    collated field by field."""
-    elem = batch[0]
-    if collate_fn_map is not None:
-        if type(elem) in collate_fn_map:
-            return collate_fn_map[type(elem)](batch, collate_fn_map=collate_fn_map)
-        for kind, fn in collate_fn_map.items():
-            if isinstance(elem, kind):
-                return fn(batch, collate_fn_map=collate_fn_map)
-    if isinstance(elem, collections.abc.Mapping):
-        fields = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem}
-        if isinstance(elem, collections.abc.MutableMapping):
-            out = copy.copy(elem)
-            out.update(fields)
-            return out
-        try:
-            return type(elem)(fields)
-        except TypeError:
-            return fields
-    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*(collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)))
-    if isinstance(elem, collections.abc.Sequence):
-        if any(len(b) != len(elem) for b in batch):
-            raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)]  # (a field's strings: a tuple)
-        if isinstance(elem, tuple):
-            return fields  # a tuple sample comes out as a list, as torch's
-        try:
-            return type(elem)(fields)
-        except TypeError:
-            return fields
-    raise TypeError("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found %s"
-                    % type(elem))
-
-
-def default_collate(batch):
-    """torch's default_collate: tensors (and numpy arrays) stacked along a new dim 0; numpy scalars in
-    their dtype; Python floats float64, other Python numbers as torch.tensor infers them (ints int64, a
-    mix float32, bools bool); mappings (their type kept) and sequences (as lists) collated element-wise;
-    strings as a list. Extend it through default_collate_fn_map, as torch's."""
-    return collate(batch, collate_fn_map=default_collate_fn_map)
-
-
 class DataLoader:
     """torch's DataLoader over a map-style or iterable dataset (see the module's note on workers)."""
 
@@ -529,8 +270,7 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
                  pin_memory_device="", in_order=True):
-        # (in_order=False lets torch's workers hand batches back as they finish; tessel's run in turn: in order)
-        self.in_order = bool(in_order)
+        # torch's checks, in its order and with its messages
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
@@ -539,37 +279,57 @@ class DataLoader:
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
                              "to enable multiprocessing, otherwise set prefetch_factor to None.")
+        elif num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
-        if batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
-        self.dataset, self.num_workers, self.drop_last = dataset, num_workers, drop_last
-        self.pin_memory, self.timeout, self.generator = pin_memory, timeout, generator
-        self.worker_init_fn, self.prefetch_factor = worker_init_fn, (2 if prefetch_factor is None and num_workers
-                                                                     else prefetch_factor)
-        self.persistent_workers, self.multiprocessing_context = persistent_workers, multiprocessing_context
-        self.pin_memory_device, self._workers = pin_memory_device, None
-        self.collate_fn = collate_fn or (default_collate if batch_size is not None or batch_sampler is not None
-                                         else default_convert)
+        self.dataset, self.num_workers, self.prefetch_factor = dataset, num_workers, prefetch_factor
+        self.pin_memory, self.pin_memory_device, self.timeout = pin_memory, pin_memory_device, timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context  # (checked by its setter, as torch's)
+        # (in_order=False lets torch's workers hand batches back as they finish; tessel's run in turn: in order)
+        self.in_order = in_order
         self._iterable = isinstance(dataset, IterableDataset)
-        if self._iterable:
-            if shuffle or sampler is not None or batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle, sampler and "
-                                 "batch_sampler")
-        elif batch_sampler is not None:
+        if self._iterable:  # an iterable dataset's own order: no shuffle, sampler or batch_sampler
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle option, but got "
+                                 "shuffle=%s" % (shuffle,))
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler option, but got "
+                                 "sampler=%s" % (sampler,))
+            elif batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
+                                 "got batch_sampler=%s" % (batch_sampler,))
+        else:
+            shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
                                  "and drop_last")
-            batch_size = None
-        else:
-            if sampler is not None and shuffle:
-                raise ValueError("sampler option is mutually exclusive with shuffle")
-            if sampler is None:
-                sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-            if batch_size is not None:
-                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        self.batch_size, self.sampler, self.batch_sampler = batch_size, sampler, batch_sampler
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+        if sampler is None:  # torch's default samplers (also beside a batch_sampler, and for an iterable dataset)
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.drop_last, self.sampler = batch_size, drop_last, sampler
+        self.batch_sampler, self.generator = batch_sampler, generator
+        if collate_fn is None:
+            collate_fn = default_collate if batch_sampler is not None else default_convert
+        self.collate_fn, self.persistent_workers = collate_fn, persistent_workers
+        self._workers = None  # the latest workers' WorkerInfo (a persistent loader's, kept across epochs)
         self.__initialized = True  # (mangled, as torch's: a subclass's own _initialized does not clash)
+        self._IterableDataset_len_called = None  # len(dataset) when len(loader) was asked (torch's warning)
 
     # torch's: these decide the batches, which the loader built from them at construction (a set had no effect)
     _FIXED = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
@@ -581,34 +341,75 @@ class DataLoader:
 
     __class_getitem__ = classmethod(lambda cls, item: cls)  # DataLoader[Batch] in annotations, as torch's
 
-    def __iter__(self):
-        """An iterator over the batches with len() (torch's _BaseDataLoaderIter; the length read when asked)."""
-        return _LoaderIterator(self._batches() if self.num_workers == 0 else self._worker_batches(),
-                               (lambda: len(self)) if self._has_len() else None)
+    @property
+    def multiprocessing_context(self):
+        return self.__dict__.get("_multiprocessing_context")
 
-    def _start_workers(self):
-        """The workers' WorkerInfo, each with its own copy of the dataset, worker_init_fn run in each (once for
-        persistent workers)."""
-        if self._workers is not None and self.persistent_workers:
-            return self._workers
-        # torch's base seed: one draw from the loader's generator (or the default one), so manual_seed decides
-        # every worker's seed (it was fresh entropy each time: augmentations in workers did not reproduce)
-        base = int(_randint(0, 2 ** 62, (1,), generator=self.generator).item())
-        self._workers = [WorkerInfo(k, self.num_workers, base + k, copy.copy(self.dataset))
-                         for k in range(self.num_workers)]
-        for info in self._workers:
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context):
+        """torch's checks: only with workers; a start method's name becomes its context (tessel's workers are no
+        processes: it is kept, unused)."""
+        if context is not None:
+            if self.num_workers > 0:
+                import multiprocessing
+                import multiprocessing.context
+                if isinstance(context, str):
+                    valid_start_methods = multiprocessing.get_all_start_methods()
+                    if context not in valid_start_methods:
+                        raise ValueError("multiprocessing_context option should specify a valid start method in %r, "
+                                         "but got multiprocessing_context=%r" % (valid_start_methods, context))
+                    context = multiprocessing.get_context(context)
+                if not isinstance(context, multiprocessing.context.BaseContext):
+                    raise TypeError("multiprocessing_context option should be a valid context object or a string "
+                                    "specifying the start method, but got multiprocessing_context=%s" % (context,))
+            else:
+                raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                                 "(num_workers > 0), but got num_workers=%s" % (self.num_workers,))
+        self._multiprocessing_context = context
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self.batch_sampler is not None else self.sampler
+
+    def __iter__(self):
+        """torch's iterator: the pin_memory warnings and one base-seed draw from the loader's generator (or the
+        default one) each time, which seeds the workers (base + id) started now with fresh copies of the dataset;
+        a persistent loader's workers, once started, are kept and its later epochs draw nothing, as torch's."""
+        if self.persistent_workers and self.num_workers > 0 and self._workers is not None:
+            return _LoaderIterator(self, self._worker_batches(self._workers))
+        if self.pin_memory and self.pin_memory_device:
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be used as the device,"
+                          "ignore pin_memory_device='%s'." % self.pin_memory_device, stacklevel=2)
+        if self.pin_memory:  # torch's warning on a machine without an accelerator
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
+                          "memory won't be used.", stacklevel=2)
+        base_seed = int(_empty((), dtype=_C.dtype.int64).random_(generator=self.generator).item())
+        if self.num_workers == 0:
+            if self.timeout != 0:
+                raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")
+            return _LoaderIterator(self, self._batches())
+        if self.prefetch_factor <= 0:
+            raise AssertionError("prefetch_factor must be greater than 0 for MultiProcessingDataLoaderIter")
+        return _LoaderIterator(self, self._worker_batches(self._start_workers(base_seed)))
+
+    def _start_workers(self, base_seed):
+        """The workers' WorkerInfo, worker k seeded base_seed + k with its own deep copy of the dataset (a forked
+        worker's), worker_init_fn run in each."""
+        copies = _worker_copies(self.dataset, self.num_workers)
+        workers = [WorkerInfo(k, self.num_workers, base_seed + k, copies[k]) for k in range(self.num_workers)]
+        self._workers = workers
+        for info in workers:
             if self.worker_init_fn is not None:
                 with _AsWorker(info):
                     self.worker_init_fn(info.id)
-        return self._workers
+        return workers
 
-    def _worker_batches(self):
+    def _worker_batches(self, workers):
         """torch's multi-worker loading, one worker after another in this process: a map-style dataset's batches
         go to the workers in turn (the order is the sampler's); an iterable dataset is batched inside each
         worker's copy and the workers' batches are taken round-robin, an exhausted worker skipped."""
-        workers = self._start_workers()
         if not self._iterable:
-            yield from self._batches()  # (in it, get_worker_info() is batch n's worker, n % num_workers)
+            yield from self._batches(workers)  # (in it, get_worker_info() is batch n's worker, n % num_workers)
             return
         streams = [_WorkerStream(self, info) for info in workers]
         while streams:
@@ -619,13 +420,7 @@ class DataLoader:
                 else:
                     yield batch
 
-    def _has_len(self):
-        return not self._iterable or hasattr(self.dataset, "__len__")
-
-    def _batches(self, dataset=None):
-        if self.pin_memory:  # torch's warning on a machine without an accelerator
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
-                          "memory won't be used.", stacklevel=2)
+    def _batches(self, workers=None, dataset=None):
         if self._iterable:
             dataset = self.dataset if dataset is None else dataset
             if self.batch_size is None:
@@ -641,7 +436,6 @@ class DataLoader:
             if batch and not self.drop_last:
                 yield self.collate_fn(batch)
             return
-        workers = self._workers if self.num_workers else None
 
         def made(n, fetch):
             """fetch(dataset), as worker n % num_workers does batch n (torch's in-order dispatch) when there are
@@ -660,11 +454,25 @@ class DataLoader:
 
     def __len__(self):
         if self._iterable:  # as torch: from the dataset's own __len__, when it has one
-            n = len(self.dataset)
+            n = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is None:
                 return n
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-        return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+        return len(self._index_sampler)
+
+
+def _worker_copies(dataset, n):
+    """n workers' own copies of the dataset, deep copies as forked worker processes have (a worker's changes reach
+    neither the other workers nor the main process). A dataset that cannot be deep-copied (an open file, a lock, a
+    tessel.Generator: fork copies those, deepcopy cannot) is copied shallowly, with one warning (to the caller of
+    iter()) that its members are shared."""
+    try:
+        return [copy.deepcopy(dataset) for _ in range(n)]
+    except Exception as e:  # (whatever the dataset's members raise: TypeError "cannot pickle ...", ...)
+        warnings.warn("DataLoader: the dataset could not be deep-copied for the workers (%s: %s); each worker "
+                      "gets a shallow copy, whose members it shares with the main process" % (type(e).__name__, e),
+                      stacklevel=4)
+        return [copy.copy(dataset) for _ in range(n)]
 
 
 def _fetch_from(dataset, indices):
@@ -681,7 +489,7 @@ class _WorkerStream:
     def __init__(self, loader, info):
         self.info = info
         with _AsWorker(info):
-            self.batches = loader._batches(info.dataset)
+            self.batches = loader._batches(dataset=info.dataset)
 
     def next(self):
         with _AsWorker(self.info):
@@ -689,21 +497,34 @@ class _WorkerStream:
 
 
 class _LoaderIterator:
-    """iter(DataLoader): the batches, with len() as torch's loader iterators have."""
+    """iter(DataLoader): the batches, with torch's iterator len() (its index sampler's: TypeError for an iterable
+    dataset, whose sampler is infinite) and its warning when an iterable dataset yields more than the len() it
+    reported to len(loader) before this iterator was made."""
 
-    def __init__(self, batches, length):
-        self._batches, self._length = batches, length
+    def __init__(self, loader, batches):
+        self._batches, self._index_sampler = batches, loader._index_sampler
+        self._dataset, self._num_workers = loader.dataset, loader.num_workers
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        self._num_yielded = 0
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        return next(self._batches)
+        data = next(self._batches)
+        self._num_yielded += 1
+        if self._IterableDataset_len_called is not None and self._num_yielded > self._IterableDataset_len_called:
+            msg = ("Length of IterableDataset %s was reported to be %s(when accessing len(dataloader)), but %d "
+                   "samples have been fetched. " % (self._dataset, self._IterableDataset_len_called, self._num_yielded))
+            if self._num_workers > 0:
+                msg += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
+                        "IterableDataset replica at each worker. Please see "
+                        "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+            warnings.warn(msg, stacklevel=2)
+        return data
 
     def __len__(self):
-        if self._length is None:
-            raise TypeError("object of type '_LoaderIterator' has no len()")
-        return self._length()
+        return len(self._index_sampler)
 
 
 def _register_submodules():
@@ -716,14 +537,14 @@ def _register_submodules():
         sys.modules[__name__ + "." + short] = this
         setattr(this, short, this)  # (import torch.utils.data.distributed; torch.utils.data.distributed.X)
     utils = types.ModuleType(__name__ + "._utils", "torch.utils.data._utils")
-    collate = types.ModuleType(__name__ + "._utils.collate", "torch.utils.data._utils.collate")
-    collate.default_collate, collate.default_convert = default_collate, default_convert
+    collate_module = types.ModuleType(__name__ + "._utils.collate", "torch.utils.data._utils.collate")
     for name in ("collate", "default_collate_fn_map", "collate_tensor_fn", "collate_numpy_array_fn",
-                 "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn", "collate_str_fn"):
-        setattr(collate, name, globals()[name])
-    utils.collate = collate
+                 "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn", "collate_str_fn",
+                 "default_collate_err_msg_format", "np_str_obj_array_pattern", "default_collate", "default_convert"):
+        setattr(collate_module, name, globals()[name])
+    utils.collate = collate_module
     this._utils = utils
-    sys.modules[utils.__name__], sys.modules[collate.__name__] = utils, collate
+    sys.modules[utils.__name__], sys.modules[collate_module.__name__] = utils, collate_module
 
 
 _register_submodules()
