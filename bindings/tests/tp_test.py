@@ -342,10 +342,8 @@ def test_a_plan_key_that_names_no_submodule_is_skipped_with_torchs_warning():
     def fn(rank, mesh):
         tessel.manual_seed(0)
         model = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4))
-        with pytest.warns(UserWarning, match=r"(?s)Parallelize plan key 'layers.\*.wq' could not be resolved: no "
-                                             r"submodule matching token 'layers' in module .*skipping this plan entry"):
-            parallelize_module(model, mesh, {"0": ColwiseParallel(), "layers.*.wq": ColwiseParallel(),
-                                             "2": RowwiseParallel()})
+        parallelize_module(model, mesh, {"0": ColwiseParallel(), "layers.*.wq": ColwiseParallel(),
+                                         "2": RowwiseParallel()})
         from tessel.distributed.checkpoint.state_dict import get_model_state_dict
         sd = get_model_state_dict(model)
         assert not any(v.requires_grad for v in sd.values())  # detached, as torch's module.state_dict()
@@ -359,8 +357,14 @@ def test_a_plan_key_that_names_no_submodule_is_skipped_with_torchs_warning():
         assert model[0].bias.to_local().tolist() == [1.0] * 3
         return [str(p.placements[0]) for p in model.parameters()]  # the other entries applied
 
-    for placements in on_ranks(fn).values():
+    with pytest.warns(UserWarning) as caught:  # (from the main thread: catch_warnings is process-wide)
+        out = on_ranks(fn)
+    for placements in out.values():
         assert placements == ["S(0)", "S(0)", "S(1)", "R"]
+    assert [str(w.message) for w in caught] == [
+        "Parallelize plan key 'layers.*.wq' could not be resolved: no submodule matching token 'layers' in module "
+        "Sequential(\n  (0): Linear(in_features=8, out_features=6, bias=True)\n  (1): ReLU()\n  (2): Linear("
+        "in_features=6, out_features=4, bias=True)\n), skipping this plan entry."] * W
 
 
 def test_cross_entropy_on_sharded_logits_outside_loss_parallel_is_a_value_error():
@@ -431,29 +435,38 @@ def test_prepare_module_input_moves_keyword_arguments_by_name_as_torch():
 
 def test_bad_plans_raise_the_exception_their_code_names_with_tps_message():
     def fn(rank, mesh):
-        with pytest.warns(UserWarning, match=r"Parallelize plan key 'mlp\.nope' could not be resolved: no submodule "
-                                             r"matching token 'nope'"):  # skipped, as torch's
-            parallelize_module(Block(), mesh, {"mlp.nope": ColwiseParallel()})
-        with pytest.raises(NotImplementedError, match="ColwiseParallel supports Linear and Embedding, not MLP"):
+        parallelize_module(Block(), mesh, {"mlp.nope": ColwiseParallel()})  # skipped with torch's warning
+        with pytest.raises(NotImplementedError, match=r"ColwiseParallel on 'mlp' \(MLP\): ColwiseParallel supports "
+                                                      r"Linear and Embedding, not MLP"):  # the FQN from the root
             parallelize_module(Block(), mesh, {"mlp": ColwiseParallel()})
-        with pytest.raises(ValueError, match="input_kwarg_layouts and desired_input_kwarg_layouts should have same"):
+        with pytest.raises(AssertionError, match="^input_kwarg_layouts and desired_input_kwarg_layouts should have "
+                                                 "same length!$"):  # torch's type and text
             PrepareModuleInput(input_kwarg_layouts={"x": Shard(0)})
-        with pytest.raises(TypeError, match=r"plan\['mlp.fc'\] must be a ParallelStyle"):
+        with pytest.raises(TypeError, match=r"^Expect Union\[ParallelStyle, Dict\[str, ParallelStyle\]\] for "
+                                            r"parallelize_plan, <class 'str'> found!$"):
             parallelize_module(Block(), mesh, {"mlp.fc": "colwise"})
         with pytest.raises(ValueError, match="one placement on the 1-D tensor-parallel mesh"):
             ColwiseParallel(input_layouts=(Replicate(), Replicate()))
-        with pytest.raises(ValueError, match="desired_input_layouts"):
-            parallelize_module(MLP(16), mesh, PrepareModuleInput(input_layouts=(Shard(1), Shard(0)),
-                                                                 desired_input_layouts=Replicate()))
+        with pytest.raises(AssertionError, match="^input_layouts and desired_input_layouts should have same length!$"):
+            PrepareModuleInput(input_layouts=(Shard(1), Shard(0)), desired_input_layouts=Replicate())
         mlp = MLP(16)
-        with pytest.warns(UserWarning, match="No parallelize_plan is provided"):  # torch's (it raised ValueError)
-            assert parallelize_module(mlp, mesh) is mlp and not isinstance(mlp.fc.weight, DTensor)
+        assert parallelize_module(mlp, mesh) is mlp and not isinstance(mlp.fc.weight, DTensor)  # torch's warning
         mesh2 = init_device_mesh("cpu", (1, W), mesh_dim_names=("dp", "model"))
         with pytest.raises(ValueError, match="has no mesh axis 'tp'"):
             parallelize_module(MLP(16), mesh2, {"fc": ColwiseParallel()})
+        with pytest.raises(ValueError, match="has no mesh axis 'tp'"):
+            parallelize_module(MLP(16), mesh2, {"fc": PrepareModuleInput(input_layouts=Shard(0),
+                                                                         desired_input_layouts=Replicate())})
         parallelize_module(MLP(16), mesh2, {"fc": ColwiseParallel()}, tp_axis="model")  # the named axis works
 
-    on_ranks(fn)
+    with pytest.warns(UserWarning) as caught:  # (from the main thread: catch_warnings is process-wide)
+        on_ranks(fn)
+    messages = sorted(str(w.message) for w in caught)
+    assert messages == ["No parallelize_plan is provided and auto-parallel is not supported at the moment, so this "
+                        "parallelize_module call will do nothing."] * W + [
+        "Parallelize plan key 'nope' could not be resolved: no submodule matching token 'nope' in module MLP(\n"
+        "  (fc): Linear(in_features=16, out_features=64, bias=True)\n  (proj): Linear(in_features=64, "
+        "out_features=16, bias=True)\n), skipping this plan entry."] * W  # (torch names the rest of the key)
 
 
 def test_styles_keep_torchs_defaults_and_print_like_tp():

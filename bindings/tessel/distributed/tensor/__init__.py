@@ -70,6 +70,8 @@ def _placement_list(placements, device_mesh, op):
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
     device_mesh = _mesh_or_current(device_mesh)
+    if not getattr(tensor, "is_leaf", True):  # torch's check and text (a result of ops that require grad)
+        raise RuntimeError("`distribute_tensor` should be used to distribute leaf tensors! but found non-leaf tensor!")
     placements = _placement_list(placements, device_mesh, "distribute_tensor")
     if isinstance(tensor, DTensor):  # torch: a DTensor already so placed is returned as it is
         if tensor.device_mesh != device_mesh:
