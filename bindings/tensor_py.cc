@@ -236,13 +236,16 @@ void BindDTypes(py::module_& m) {
 }
 
 void BindGenerator(py::module_& m) {
+  // torch's seed of a new CPU Generator (c10's default_rng_seed_val): Generator().initial_seed() as torch's, and
+  // its host stream (random.h) gives torch's draws for a generator never seeded
+  constexpr uint64_t kTorchDefaultSeed = 67280421310721ULL;
   py::class_<Generator>(m, "Generator", "Counter-based (Philox) RNG state: a seed and an offset")
-      .def(py::init<uint64_t, uint64_t>(), py::arg("seed") = 0, py::arg("offset") = 0)
+      .def(py::init<uint64_t, uint64_t>(), py::arg("seed") = kTorchDefaultSeed, py::arg("offset") = 0)
       // torch's Generator(device="cpu") / Generator("cpu"): the CPU is tessel's device here
       .def(py::init([](const py::object& device) {
         const std::string name = py::str(device);
         TESSEL_CHECK(name == "cpu", "Generator: device '", name, "' is not available (tessel runs on the CPU)");
-        return Generator(0);
+        return Generator(kTorchDefaultSeed);
       }), py::arg("device"))
       .def_property_readonly("device", [](const Generator&) {
         return py::module_::import("tessel").attr("device")("cpu");
@@ -252,7 +255,8 @@ void BindGenerator(py::module_& m) {
         return g;
       }, py::arg("seed"), py::return_value_policy::reference)
       .def("initial_seed", &Generator::seed)
-      .def_property("offset", &Generator::offset, &Generator::set_offset);
+      .def_property("offset", &Generator::offset, &Generator::set_offset)
+      .def_property("host_draws", &Generator::host_draws, &Generator::set_host_draws);
 }
 
 void BindCreation(py::module_& m) {
@@ -273,19 +277,32 @@ void BindCreation(py::module_& m) {
     return NoGil([&] { return Randint(low, high, shape, GenOrDefault(gen), dtype); });
   });
   m.def("_from_numpy", &FromArray, py::arg("array"), "A tessel Tensor holding a copy of a numpy array");
-  // aten's randperm_cpu pass (torch.randperm for n < 2^32 / 20) over MT19937 draws the caller made: position i
-  // swaps with i + raw[i] mod (n - i). DistributedSampler's shuffle (utils/data); a Python loop took 0.4 s at 1M.
-  m.def("_fisher_yates", [](py::array_t<uint32_t, py::array::c_style | py::array::forcecast> raw, int64_t n) {
-    TESSEL_CHECK(n >= 0 && raw.size() >= std::max<int64_t>(n - 1, 0), "_fisher_yates: ", raw.size(),
-                 " draws for a permutation of ", n);
-    std::vector<int64_t> r(static_cast<size_t>(n));
-    const uint32_t* z = raw.data();
+  // torch's randperm on the CPU (aten's randperm_cpu), from the generator's host stream (random.h): a Fisher-Yates
+  // pass where position i swaps with i + word mod (n - i), one 32-bit word per position below n - 1 (two, high
+  // word first, from n = 2^32 / 20 on). tessel.randperm, random_split and the samplers; a Python loop took 0.4 s
+  // at 1M.
+  m.def("_host_randperm", [](int64_t n, Generator* gen) {
+    TESSEL_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+    Generator& g = GenOrDefault(gen);
+    const bool wide = n >= static_cast<int64_t>((uint64_t{1} << 32) / 20);
+    std::vector<uint32_t> words(static_cast<size_t>(std::max<int64_t>(n - 1, 0)) * (wide ? 2 : 1));
+    g.HostDraw(words);
+    py::array_t<int64_t> out(n);
+    int64_t* r = out.mutable_data();
     for (int64_t i = 0; i < n; ++i) r[i] = i;
     for (int64_t i = 0; i + 1 < n; ++i) {
-      std::swap(r[i], r[i + static_cast<int64_t>(z[i] % static_cast<uint64_t>(n - i))]);
+      const uint64_t word = wide ? (uint64_t{words[2 * i]} << 32 | words[2 * i + 1]) : words[i];
+      std::swap(r[i], r[i + static_cast<int64_t>(word % static_cast<uint64_t>(n - i))]);
     }
-    return r;
-  }, py::arg("raw"), py::arg("n"));
+    return out;
+  }, py::arg("n"), py::arg("generator") = nullptr);
+  // k 32-bit words of the generator's host stream (random.h), for the samplers' seeds and randint draws.
+  m.def("_host_words", [](int64_t k, Generator* gen) {
+    TESSEL_CHECK(k >= 0, "_host_words: k must be non-negative, got ", k);
+    py::array_t<uint32_t> out(k);
+    GenOrDefault(gen).HostDraw(std::span<uint32_t>(out.mutable_data(), static_cast<size_t>(k)));
+    return out;
+  }, py::arg("k"), py::arg("generator") = nullptr);
   // `with tessel.no_grad():` holds one of these: the thread's grad mode (each rank thread has its own)
   // is set on __enter__ and restored on __exit__.
   struct PyGradMode {

@@ -871,22 +871,54 @@ def exponential_(x, lambd=1.0, generator=None):
 
 def random_(x, from_=0, to=None, generator=None):
     """Tensor.random_(from, to) / random_(to): integers uniform in [from, to); random_() alone draws in
-    [0, 2^mantissa bits] for floats, [0, 2^31) for integers."""
-    if to is None:
-        from_, to = 0, from_ or _RANDOM_BOUND.get(x.dtype, 1 << 31)
+    [0, 2^mantissa bits] for floats and [0, the dtype's max] for integers. torch's draws on the CPU, in row-major
+    order from the generator's host stream (core/tensor/random.h: its MT19937 words): a word per element modulo
+    the range, two (the first high) where the range reaches 2^32, so `torch.empty((), dtype=torch.int64)
+    .random_(generator=g)` (a DataLoader's base seed) is torch's number."""
+    if to is None and not from_:
+        span = _RANDOM_SPAN.get(x.dtype)
+        if span is None:
+            raise RuntimeError("random_: unsupported dtype %s" % x.dtype)
+        low = 0
+    else:
+        low = 0 if to is None else builtins.int(from_)
+        span = builtins.int(from_) if to is None else builtins.int(to) - low
+        if span <= 0:
+            raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d"
+                               % (low, low + span))
+    n = builtins.int(x.numel())
+    if span > (1 << 32):
+        words = _C._host_words(2 * n, generator).astype(np.uint64)
+        values = (words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(span)
+    else:
+        values = _C._host_words(n, generator).astype(np.uint64) % np.uint64(span)
+    drawn = values.astype(np.int64) + low  # (below 2^63: span is at most the int64 range)
     with _C._GradMode(False):
-        return x.copy_(randint(from_, to, tuple(x.shape), generator=generator).to(x.dtype))
+        return x.copy_(tensor(drawn.reshape(tuple(x.shape))).to(x.dtype))
 
 
-_RANDOM_BOUND = {_dtypes.float32: 1 << 24, _dtypes.float64: 1 << 53}
+# random_()'s range per dtype, [0, span): the mantissa's integers for floats (2^digits + 1 values, as torch's), the
+# non-negative values for integers
+_RANDOM_SPAN = {_dtypes.float32: (1 << 24) + 1, _dtypes.float64: (1 << 53) + 1, _dtypes.bfloat16: (1 << 8) + 1,
+                _dtypes.float16: (1 << 11) + 1, _dtypes.int64: 1 << 63, _dtypes.int32: 1 << 31,
+                _dtypes.int16: 1 << 15, _dtypes.int8: 1 << 7, _dtypes.uint8: 1 << 8, _dtypes.bool: 2}
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1 (drawn from the generator, so manual_seed decides it)."""
+    """A random permutation of 0..n-1, torch's on the CPU: aten's Fisher-Yates pass over the generator's host
+    stream (the MT19937 words torch's CPU generator draws; core/tensor/random.h), so a generator seeded as in a
+    torch script, with no other MT draws in between, gives torch's permutation."""
     check_cpu(device, "randperm")
     if builtins.int(n) < 0:
         raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]" % (builtins.int(n), builtins.int(n)))
-    return tensor(host_rng(generator).permutation(builtins.int(n)).astype(np.int64), dtype=dtype or _dtypes.int64)
+    return _C._from_numpy(_C._host_randperm(builtins.int(n), generator)).to(dtype or _dtypes.int64)
+
+
+def host_int64(generator=None):
+    """torch.empty((), dtype=torch.int64).random_(generator=generator).item() as torch's CPU generator draws it (a
+    sampler's seed, a DataLoader's base seed): two words of the host stream, the first high, modulo 2^63."""
+    high, low = (builtins.int(w) for w in _C._host_words(2, generator))
+    return ((high << 32) | low) & ((1 << 63) - 1)
 
 
 _EYE_NUMPY = {_dtypes.float32.value: np.float32, _dtypes.float64.value: np.float64}

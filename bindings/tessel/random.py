@@ -1,9 +1,10 @@
 """tessel.random: torch.random's functions over tessel's counter-based (Philox) generators.
 
-A generator's state is its seed and its counter offset (core/tensor/random.h), so get_rng_state() returns them
-as an int64 tensor of two elements (torch's is a 5056-byte tensor of its Mersenne Twister; both are opaque values
-to save with a checkpoint and give back to set_rng_state). Per thread: each run_ranks rank has its own default
-generator.
+A generator's state is its seed, its counter offset and the count of words drawn from its host stream
+(core/tensor/random.h), so get_rng_state() returns them as an int64 tensor of three elements (torch's is a
+5056-byte tensor of its Mersenne Twister; both are opaque values to save with a checkpoint and give back to
+set_rng_state, which also takes the two-element states of earlier tessel versions, at host draw 0). Per thread:
+each run_ranks rank has its own default generator.
 
     state = tessel.get_rng_state()
     x = tessel.randn(3)
@@ -21,19 +22,22 @@ _U64 = np.uint64
 
 
 def _state_of(generator):
-    """(seed, offset) as an int64 tensor; the uint64 values keep their bits."""
-    return _C._from_numpy(np.array([generator.initial_seed(), generator.offset], dtype=_U64).view(np.int64))
+    """(seed, offset, host draws) as an int64 tensor; the uint64 values keep their bits."""
+    return _C._from_numpy(np.array([generator.initial_seed(), generator.offset, generator.host_draws],
+                                   dtype=_U64).view(np.int64))
 
 
 def _set_state_of(generator, new_state):
-    if not isinstance(new_state, _C.Tensor) or tuple(new_state.shape) != (2,) or new_state.dtype != _C.dtype.int64:
-        raise RuntimeError("set_rng_state: expected the int64 tensor of 2 elements that get_rng_state() returns "
-                           "(a seed and an offset), got %s" % (
+    if not isinstance(new_state, _C.Tensor) or tuple(new_state.shape) not in ((2,), (3,)) \
+            or new_state.dtype != _C.dtype.int64:
+        raise RuntimeError("set_rng_state: expected the int64 tensor of 3 elements that get_rng_state() returns "
+                           "(a seed, an offset and the host stream's draws), got %s" % (
                                "%s of shape %s" % (new_state.dtype, tuple(new_state.shape))
                                if isinstance(new_state, _C.Tensor) else type(new_state).__name__))
-    seed, offset = (int(v) for v in new_state.numpy().view(_U64))
-    generator.manual_seed(seed)
-    generator.offset = offset
+    values = [int(v) for v in new_state.numpy().view(_U64)]
+    generator.manual_seed(values[0])
+    generator.offset = values[1]
+    generator.host_draws = values[2] if len(values) == 3 else 0
     return generator
 
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -229,6 +230,27 @@ void Generator::CheckThread() {
                       "rank function");
     if (owner_.compare_exchange_weak(owner, me, std::memory_order_acq_rel)) return;
   }
+}
+
+void Generator::HostDraw(std::span<uint32_t> out) {
+  CheckThread();
+  struct Engine {
+    bool valid = false;
+    uint32_t seed = 0;
+    uint64_t count = 0;  // words drawn from `engine` since its seed
+    std::mt19937 engine;
+  };
+  thread_local Engine last;
+  const auto seed32 = static_cast<uint32_t>(seed_);  // torch's mt19937 takes the seed's low 32 bits
+  if (!last.valid || last.seed != seed32 || last.count != host_draws_) {
+    last.engine.seed(seed32);  // (std::mt19937's seeding is MT19937's init_genrand, as torch's)
+    last.engine.discard(host_draws_);
+    last.valid = true;
+    last.seed = seed32;
+  }
+  for (uint32_t& word : out) word = static_cast<uint32_t>(last.engine());
+  host_draws_ += out.size();
+  last.count = host_draws_;
 }
 
 void FillRandom(const Tensor& out, Generator& gen, Distribution dist) {

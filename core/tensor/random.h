@@ -35,10 +35,11 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<u
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
-  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset_) {}
+  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset_), host_draws_(other.host_draws_) {}
   Generator& operator=(const Generator& other) {
     seed_ = other.seed_;
     offset_ = other.offset_;
+    host_draws_ = other.host_draws_;
     owner_.store(0, std::memory_order_relaxed);
     return *this;
   }
@@ -56,8 +57,21 @@ class Generator {
     return base;
   }
   friend bool operator==(const Generator& a, const Generator& b) {
-    return a.seed_ == b.seed_ && a.offset_ == b.offset_;
+    return a.seed_ == b.seed_ && a.offset_ == b.offset_ && a.host_draws_ == b.host_draws_;
   }
+
+  // The host stream, for what torch draws on the CPU from its MT19937 one 32-bit word at a time (randperm, a
+  // sampler's seed, randint for a sampler): 32-bit words of MT19937 seeded with the low 32 bits of the seed, as
+  // torch's CPU generator is, so a generator seeded as in a torch script and used only for these draws gives
+  // torch's permutations and seeds. Tensor draws (Philox) do not move it, nor it them. The generator keeps
+  // the count of words drawn, not the 2.5 KB engine, so it stays a plain value: a draw continues the engine
+  // of this thread's last host draw when that is where this one starts, else rebuilds it and skips the count.
+  uint64_t host_draws() const { return host_draws_; }
+  void set_host_draws(uint64_t n) {
+    CheckThread();
+    host_draws_ = n;
+  }
+  void HostDraw(std::span<uint32_t> out);
 
  private:
   // Fast path: the caller already owns it (one relaxed load and a thread_local read).
@@ -65,6 +79,7 @@ class Generator {
 
   uint64_t seed_;
   uint64_t offset_;
+  uint64_t host_draws_ = 0;  // 32-bit words drawn from the host stream since the seed
   std::atomic<uint64_t> owner_{0};  // id of the owning thread (0: none); see CheckThread
 };
 

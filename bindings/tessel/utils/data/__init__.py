@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from ... import _C
-from ..._tensor import empty as _empty, host_rng
+from ..._tensor import host_int64
 from ._collate import (collate, collate_float_fn, collate_int_fn, collate_numpy_array_fn,  # noqa: F401 (its API)
                        collate_numpy_scalar_fn, collate_str_fn, collate_tensor_fn, default_collate,
                        default_collate_err_msg_format, default_collate_fn_map, default_convert,
@@ -239,7 +239,8 @@ class _AsWorker:
 
 def random_split(dataset, lengths, generator=None):
     """Non-overlapping Subsets of the given lengths (or fractions summing to 1, the remainder spread
-    round-robin, as torch), from one permutation drawn from `generator` or tessel's default."""
+    round-robin, as torch), from one permutation drawn from `generator` or tessel's default: torch's randperm, so
+    a generator seeded as in a torch script splits the same way."""
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         for i, f in enumerate(lengths):
@@ -255,7 +256,7 @@ def random_split(dataset, lengths, generator=None):
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    perm = host_rng(generator).permutation(n).tolist()
+    perm = _C._host_randperm(n, generator).tolist()  # torch's randperm (the default generator's without one)
     out, start = [], 0
     for k in lengths:
         out.append(Subset(dataset, perm[start:start + k]))
@@ -383,7 +384,7 @@ class DataLoader:
         if self.pin_memory:  # torch's warning on a machine without an accelerator
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
                           "memory won't be used.", stacklevel=2)
-        base_seed = int(_empty((), dtype=_C.dtype.int64).random_(generator=self.generator).item())
+        base_seed = host_int64(self.generator)  # torch's int64 random_() from the loader's generator
         if self.num_workers == 0:
             if self.timeout != 0:
                 raise AssertionError("_SingleProcessDataLoaderIter requires timeout == 0")

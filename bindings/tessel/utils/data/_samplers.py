@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ..._tensor import as_tensor, host_rng
+from ..._tensor import as_tensor, host_int64, host_rng
 
 
 class Sampler:
@@ -48,14 +48,19 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        rng = host_rng(self.generator)
+        # torch's draws, from its CPU generator's stream (the generator's host stream here): without a generator
+        # a seed from the default generator for a fresh one; a permutation per pass and one more for the rest
+        # (drawn even when empty), or one word per sample modulo n with replacement
         n = len(self.data_source)
+        generator = self.generator
+        if generator is None:
+            generator = _C.Generator(host_int64())
         if self.replacement:
-            return iter(rng.integers(0, n, self.num_samples).tolist())
-        out = []
-        while len(out) < self.num_samples:
-            out.extend(rng.permutation(n).tolist())
-        return iter(out[:self.num_samples])
+            yield from _host_randint(n, self.num_samples, generator)
+            return
+        for _ in range(self.num_samples // n):
+            yield from _C._host_randperm(n, generator).tolist()
+        yield from _C._host_randperm(n, generator).tolist()[:self.num_samples % n]
 
     def __len__(self):
         return self.num_samples
@@ -66,8 +71,8 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = list(indices), generator
 
     def __iter__(self):
-        order = host_rng(self.generator).permutation(len(self.indices))
-        return iter(self.indices[i] for i in order.tolist())
+        for i in _C._host_randperm(len(self.indices), self.generator).tolist():  # torch's randperm
+            yield self.indices[i]
 
     def __len__(self):
         return len(self.indices)
@@ -164,13 +169,17 @@ class _InfiniteConstantSampler(Sampler):
 
 def _torch_randperm(n, seed):
     """torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly, as DistributedSampler draws its
-    order: torch's CPU generator is an MT19937 seeded by init_genrand(seed mod 2^32) (numpy's legacy RandomState
-    seeds it the same way) and its randperm a Fisher-Yates pass taking one 32-bit draw modulo the remaining count
-    per position (aten's randperm_cpu for n < 2^32 / 20). A ported loop then visits the same batches as torch's."""
-    if n >= (1 << 32) // 20:
-        return np.random.default_rng(seed).permutation(n).tolist()
-    raw = np.frombuffer(np.random.RandomState(seed & 0xFFFFFFFF).bytes(4 * max(n - 1, 0)), dtype="<u4")
-    return _C._fisher_yates(raw, n)  # position i swaps with i + raw[i] mod (n - i), in C++
+    order (tessel.randperm's host stream: core/tensor/random.h). A ported loop then visits the same batches."""
+    return _C._host_randperm(n, _C.Generator(seed)).tolist()
+
+
+def _host_randint(n, count, generator):
+    """torch.randint(high=n, size=(count,), generator=generator) on the CPU: a word of the host stream per sample,
+    modulo n (two words, the first high, for n of 2^32 and more)."""
+    if n < (1 << 32):
+        return (_C._host_words(count, generator).astype(np.int64) % n).tolist()
+    words = _C._host_words(2 * count, generator).astype(np.uint64)
+    return ((words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(n)).astype(np.int64).tolist()
 
 
 class DistributedSampler(Sampler):
