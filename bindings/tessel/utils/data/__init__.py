@@ -6,8 +6,11 @@ imports.
     for xb, yb in loader: ...
     sampler = DistributedSampler(dataset)            # this rank's share; sampler.set_epoch(epoch) per epoch
 
-Same batches and order rules as torch; the shuffled orders are tessel's (seeded from tessel's default
-generator, or the `generator` / DistributedSampler's seed + epoch), not torch's. num_workers > 0 loads in
+Same batches and order rules as torch, and torch's shuffled orders: the samplers, random_split and the base
+seeds draw from a generator's host stream (core/tensor/random.h), torch's MT19937 words, so a `generator` seeded as
+in the torch script (or DistributedSampler's seed + epoch) gives torch's orders; from the default generator they
+are torch's when nothing else drew MT words in torch between manual_seed and the draw (tessel's tensor draws use
+Philox and do not move the host stream; torch's model init moves its MT). num_workers > 0 loads in
 the calling process, as torch's workers would, one after another: each worker has its own deep copy of the
 dataset (as a forked worker process has: its changes reach neither the other workers nor the main process; a
 persistent worker keeps its copy across epochs, the others take a fresh one each epoch), get_worker_info()

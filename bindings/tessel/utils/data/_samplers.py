@@ -1,6 +1,7 @@
 """tessel.utils.data's samplers, as torch.utils.data.sampler's (and torch's DistributedSampler and the
-DataLoader's _InfiniteConstantSampler): the index orders a DataLoader visits. The shuffled orders are drawn from
-tessel's generators (see the package's note); DistributedSampler's are torch's exactly."""
+DataLoader's _InfiniteConstantSampler): the index orders a DataLoader visits. The shuffled orders are torch's,
+drawn from a generator's host stream as torch draws them (see the package's note), except WeightedRandomSampler's
+(torch's multinomial draws are not reproduced: a numpy generator seeded from the generator)."""
 import math
 
 import numpy as np
