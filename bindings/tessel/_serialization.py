@@ -80,8 +80,9 @@ def _deepcopy(self, memo):
 _C.Tensor.__deepcopy__ = _deepcopy
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True, **kwargs):
-    """torch.save: obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
+def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """torch.save (its signature: pickle_module and pickle_protocol are accepted; the pickle is protocol 2): obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
     binary file object). Objects other than tensors, numbers, strings and containers need weights_only=False
     to load, in torch and tessel alike."""
     if not _use_new_zipfile_serialization:
@@ -371,13 +372,34 @@ def _check_map_location(map_location):
                                "map_location=torch.device('cpu') to map your storages to the CPU.")
 
 
+def _weights_only(weights_only, pickle_module):
+    """torch.load's choice: unset, weights_only is True unless a pickle_module is given (_default_to_weights_only);
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD / TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the latter only when unset) override it."""
+    unset = weights_only is None
+    if unset:
+        weights_only = pickle_module is None
+    yes = ("1", "y", "yes", "true")
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` "
+                           "should be set, but both were set.")
+    if force:
+        weights_only = True
+    elif force_no and unset:
+        weights_only = False
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    return bool(weights_only)
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
     """tessel.save's files and torch.save's zip files (see the module docstring). map_location: the CPU (a
     string, a device, a dict of them) or a callable called as torch calls it, fn(storage, location) -> the
     storage to use (here the storage is a flat tensor); a CUDA target is torch's error on a machine without
     one. weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
     and devices; weights_only=False builds any class a file names, as pickle does: only for trusted files."""
-    strict = weights_only is not False
+    strict = _weights_only(weights_only, pickle_module)
     _check_map_location(map_location)
     mapping = map_location if callable(map_location) else None
     if hasattr(f, "read"):

