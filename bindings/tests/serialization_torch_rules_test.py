@@ -4,6 +4,7 @@ arguments (map_location second, pickle_module third, f= / obj=), pickle_module's
 module state-dict _metadata and versions, assign=True, Parameter attributes, complex requires_grad, saving
 through symlinks / FIFOs / gzip files, torch's errors for corrupt files and missing directories, map_location's
 devices, layouts and optimizer state sharing."""
+import collections
 import os
 import pickle
 import sys
@@ -45,6 +46,48 @@ def test_an_explicit_pickle_module_defaults_weights_only_to_false(tmp_path):
         tessel.load(p, pickle_module=pickle, weights_only=True)
     with pytest.raises(pickle.UnpicklingError, match="Record"):
         tessel.load(p)
+
+
+class _Versioned(tessel.nn.Module):
+    _version = 3
+
+    def __init__(self):
+        super().__init__()
+        self.l, self.bn = tessel.nn.Linear(2, 2), tessel.nn.BatchNorm1d(2)
+        self.seq = tessel.nn.Sequential(tessel.nn.Linear(2, 1))
+        self.seen = []
+
+    def _load_from_state_dict(self, sd, prefix, local_metadata, *rest):
+        self.seen.append(dict(local_metadata))
+        super()._load_from_state_dict(sd, prefix, local_metadata, *rest)
+
+
+def test_state_dicts_carry_torchs_metadata_and_load_state_dict_hands_it_over(tmp_path):
+    m = _Versioned()
+    sd = m.state_dict()  # tessel's had no _metadata; loaders were handed the class's version for any dict
+    assert sd._metadata == collections.OrderedDict(
+        [("", {"version": 3}), ("l", {"version": 1}), ("bn", {"version": 2}), ("seq", {"version": 1}),
+         ("seq.0", {"version": 1})])
+    assert list(m.state_dict(prefix="x.")._metadata) == ["x", "x.l", "x.bn", "x.seq", "x.seq.0"]
+    dest = collections.OrderedDict()
+    m.state_dict(destination=dest)
+    assert not hasattr(dest, "_metadata")
+    m.load_state_dict(sd)
+    m.load_state_dict(dict(sd))  # a plain dict: {} (the oldest version)
+    m.load_state_dict(sd, assign=True)
+    assert m.seen == [{"version": 3}, {}, {"version": 3, "assign_to_params_buffers": True}]
+    seen = []
+    m.l.register_load_state_dict_pre_hook(lambda mod, d, prefix, lm, *rest: seen.append((prefix, dict(lm))))
+    m.load_state_dict(m.state_dict())
+    assert seen == [("l.", {"version": 1})]
+    p = str(tmp_path / "sd.pt")
+    tessel.save(m.state_dict(), p)  # the OrderedDict's _metadata travels with it, as torch pickles it
+    assert tessel.load(p)._metadata == m.state_dict()._metadata and tessel.load(p)._metadata[""] == {"version": 3}
+    bn = tessel.nn.BatchNorm1d(2)  # version 2 dicts carry num_batches_tracked; a plain dict may lack it
+    partial = bn.state_dict()
+    del partial["num_batches_tracked"]
+    assert bn.load_state_dict(partial, strict=False).missing_keys == ["num_batches_tracked"]
+    assert bn.load_state_dict(dict(partial), strict=False).missing_keys == []
 
 
 if __name__ == "__main__":

@@ -51,6 +51,31 @@ def _local_metadata(module):
     return {"version": getattr(type(module), "_version", 1)}
 
 
+def _with_metadata(root, out, prefix):
+    """torch's state_dict records each module's local metadata ({"version": its class's _version}) in the
+    destination's _metadata under its prefix without the dot ("" for the root), pre-order, when the destination
+    has one (a fresh state dict does; a plain dict passed as destination does not). Returns prefix -> local
+    metadata, the dicts the state-dict post-hooks are handed."""
+    metadata = getattr(out, "_metadata", None)
+    local = collections.OrderedDict()
+    for p, m in _pre_order(root, prefix):
+        local[p] = _local_metadata(m)
+        if metadata is not None:
+            metadata[p[:-1]] = local[p]
+    return local
+
+
+def _loaded_metadata(state_dict, prefix, assign):
+    """The local_metadata torch's load_state_dict hands a module at prefix: the state dict's _metadata entry for
+    it, {} for a dict without one (a plain dict: version-gated loaders take it as the oldest version);
+    assign=True adds assign_to_params_buffers."""
+    metadata = getattr(state_dict, "_metadata", None)
+    local = {} if metadata is None else metadata.get(prefix[:-1], {})
+    if assign:
+        local["assign_to_params_buffers"] = assign
+    return local
+
+
 def get_extra_state(self):
     """torch's Module.get_extra_state: a module class that overrides it (with set_extra_state) adds its return
     value to the state dict as `<prefix>_extra_state`."""
@@ -163,19 +188,24 @@ def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
     of every module in the tree."""
     if args:  # torch's deprecated positional form
         destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
+    if destination is None:  # torch's fresh state dict: an OrderedDict with the modules' _metadata
+        destination = collections.OrderedDict()
+        destination._metadata = collections.OrderedDict()
     if not _tree_has_sd_hooks(self, ("sd_pre", "sd_post", "sd_post_private")):
+        _with_metadata(self, destination, prefix)
         return _collect_state_dict(self, destination, prefix, keep_vars)
     for p, m in _pre_order(self, prefix):
         for hook in list(_sd_hooks(m, "sd_pre").values()):
             hook(m, p, keep_vars)
+    local = _with_metadata(self, destination, prefix)
     out = _collect_state_dict(self, destination, prefix, keep_vars)
     for p, m in _post_order(self, prefix):
         for hook in list(_sd_hooks(m, "sd_post_private").values()):
-            result = hook(m, out, p, _local_metadata(m))
+            result = hook(m, out, p, local[p])
             if result is not None and m is self:  # a child's returned dict stays the child's (torch's parent
                 out = result  # keeps its own destination): only the root's replaces the state dict
         for hook in list(_sd_hooks(m, "sd_post").values()):
-            if hook(m, out, p, _local_metadata(m)) is not None:
+            if hook(m, out, p, local[p]) is not None:
                 raise RuntimeError("state_dict post-hook must return None")
     return out
 
@@ -280,10 +310,11 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     for p, m in _pre_order(self, ""):
         if m in overriding:  # its pre-hooks run inside (the base _load_from_state_dict runs them)
             # strict=True, as torch passes whatever load_state_dict's strict (which only decides the raise)
-            m._load_from_state_dict(edited, p, _local_metadata(m), True, missing, unexpected, errors)
+            m._load_from_state_dict(edited, p, _loaded_metadata(edited, p, assign), True, missing, unexpected,
+                                    errors)
             continue
-        for hook in list(_sd_hooks(m, "load_pre").values()):
-            hook(m, edited, p, _local_metadata(m), True, missing, unexpected, errors)  # (torch passes True)
+        for hook in list(_sd_hooks(m, "load_pre").values()):  # (torch passes strict=True)
+            hook(m, edited, p, _loaded_metadata(edited, p, assign), True, missing, unexpected, errors)
     if errors:
         raise RuntimeError("Error(s) in loading state_dict for %s:\n\t%s" % (type(self).__name__, "\n\t".join(errors)))
     # What an overriding module owns (its own entries, and any key under its prefix naming no child) was its

@@ -806,6 +806,7 @@ def _guarded(fn, message):
 
 for _name, _fn in _METHODS.items():
     setattr(Module, _name, _guarded(_fn, _BEFORE_INIT[_name]) if _name in _BEFORE_INIT else _fn)
+Module._version = 1  # torch's: the local metadata's version a state dict records (a subclass bumps it)
 from ._dict_views import install as _install_dict_views  # noqa: E402
 _install_dict_views(Module)  # module._parameters / _buffers / _non_persistent_buffers_set, as torch's
 install_hook_dicts(Module)  # module._forward_hooks / _forward_pre_hooks / _backward_hooks / _backward_pre_hooks
