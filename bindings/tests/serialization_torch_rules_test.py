@@ -90,5 +90,33 @@ def test_state_dicts_carry_torchs_metadata_and_load_state_dict_hands_it_over(tmp
     assert bn.load_state_dict(dict(partial), strict=False).missing_keys == []
 
 
+def test_load_state_dict_assign_makes_the_state_dicts_tensors_the_modules():
+    # torch 2.15: buffers become the very state-dict tensors (float64 kept; tessel copied into its float32 ones), a
+    # Parameter value is kept as the parameter (tessel wrapped it anew), a plain tensor becomes a Parameter over
+    # its storage with the module's requires_grad (the state dict's tensor keeps its own)
+    m = tessel.nn.BatchNorm1d(2)
+    m.bias.requires_grad_(False)
+    sd = {"weight": tessel.tensor([2.0, 3.0]), "bias": tessel.nn.Parameter(tessel.tensor([4.0, 5.0])),
+          "running_mean": tessel.tensor([1.0, 2.0], dtype=tessel.float64), "running_var": tessel.tensor([1.0, 1.0]),
+          "num_batches_tracked": tessel.tensor(5)}
+    m.load_state_dict(sd, assign=True)
+    assert m.running_mean is sd["running_mean"] and m.running_mean.dtype == tessel.float64
+    assert m.num_batches_tracked is sd["num_batches_tracked"]
+    assert m.bias is sd["bias"] and not m.bias.requires_grad and not sd["bias"].requires_grad
+    assert isinstance(m.weight, tessel.nn.Parameter) and m.weight is not sd["weight"]
+    assert m.weight.data_ptr() == sd["weight"].data_ptr() and m.weight.requires_grad and not sd["weight"].requires_grad
+    assert list(dict(m.named_buffers())) == ["running_mean", "running_var", "num_batches_tracked"]
+    assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
+    lin = tessel.nn.Linear(2, 2)
+    p = tessel.nn.Parameter(tessel.ones(2, 2))
+    lin.load_state_dict({"weight": p, "bias": tessel.zeros(2)}, assign=True)
+    assert lin.weight is p
+    c = tessel.nn.Module()
+    c.register_buffer("rope", tessel.polar(tessel.ones(2), tessel.zeros(2)))
+    v = tessel.polar(tessel.ones(2), tessel.ones(2))
+    c.load_state_dict({"rope": v}, assign=True)
+    assert c.rope is v
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -10,7 +10,8 @@ of the tree with its prefix, in torch's orders: pre-hooks parents first, post-ho
 import collections
 
 from .. import _C
-from .modules import Tensor, _GlobalHookHandle, _IncompatibleKeys, _dict, _named_complex_buffers
+from .modules import (_BUFFER_OBJECTS, Tensor, _GlobalHookHandle, _IncompatibleKeys, _dict, _has_dict,
+                      _named_complex_buffers)
 
 _SD_HOOKS = "_tessel_state_dict_hooks"
 
@@ -242,9 +243,9 @@ def register_load_state_dict_post_hook(self, hook):
     return _add_sd_hook(self, "load_post", hook)
 
 
-def _load_complex_buffers(self, state_dict, strict):
-    """Copies the state dict's entries for complex buffers and returns the rest (for the C++ loader) and the
-    complex buffers it lacked."""
+def _load_complex_buffers(self, state_dict, strict, assign=False):
+    """Copies the state dict's entries for complex buffers (assign: makes them the buffers) and returns the rest
+    (for the C++ loader) and the complex buffers it lacked."""
     rest = collections.OrderedDict()
     names = dict(_named_complex_buffers(self, True, persistent_only=True))
     for key, value in state_dict.items():
@@ -255,6 +256,10 @@ def _load_complex_buffers(self, state_dict, strict):
             raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
                              "checkpoint, the shape in current model is %s."
                              % (key, list(value.shape), list(names[key].shape)))
+        if assign:
+            owner, _, leaf = key.rpartition(".")
+            setattr(self.get_submodule(owner) if owner else self, leaf, value)
+            continue
         with _C._GradMode(False):
             names[key].copy_(value)
     missing = [k for k in names if k not in state_dict]
@@ -289,7 +294,7 @@ def _with_legacy_entries(root, state_dict):
 def load_state_dict(self, state_dict, strict=True, assign=False):
     """torch's load_state_dict: values are copied into the module's tensors (checked: keys under strict,
     shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
-    storage; requires_grad stays the module's), as torch; buffers keep being copied into. The tree's load
+    storage; requires_grad stays the module's) and each buffer the state dict's tensor, as torch. The tree's load
     pre-hooks see (and may edit) a copy of the state dict first, its post-hooks the incompatible keys before
     strict's check. A module whose class overrides _load_from_state_dict (torch's way to rename legacy keys)
     loads its own entries through it, pre-order as torch, before the rest of the tree loads."""
@@ -435,13 +440,13 @@ def _load_state_dict_into(self, state_dict, strict, assign):
 
 
 def _load_tensors_into(self, state_dict, strict, assign):
-    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
         # Sharded parameters stay the objects fully_shard / parallelize_module manage: their values are copied in
         # (each rank its piece) instead of the parameters being replaced; the FSDP2 tutorial's checkpointer loads
         # nn.Parameter(distribute_tensor(...)) values this way with assign=True.
         assign = False
+    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict, assign)
     if not assign:
         # in the module's own order, as torch fills module by module: of two keys naming one tied tensor
         # (a decoder sharing the embedding), the later module's value is the one kept, whatever the dict order
@@ -449,17 +454,28 @@ def _load_tensors_into(self, state_dict, strict, assign):
         items = sorted(state_dict.items(), key=lambda kv: order.get(kv[0], len(order)))
         missing, unexpected = self._load_state_dict(items, strict)
         return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
-    # assign: the old parameters stay untouched (torch); shapes and keys were checked above, then the buffers and
-    # other entries load as usual and each parameter becomes the state dict's tensor.
-    missing, unexpected = self._load_state_dict(
-        [(k, v) for k, v in state_dict.items() if k not in params], False)
-    missing = [k for k in missing if k not in params or k not in state_dict]
-    for name, value in state_dict.items():
-        if name in params and isinstance(value, Tensor):
-            new = value.detach()
-            new.requires_grad_(params[name].requires_grad)
-            _C._retag_memory(new, "params")  # the state dict's bytes are the parameter's now
-            self._set_parameter(name, new)
+    # assign (torch's setattr(module, name, input_param)): the old tensors stay untouched; shapes and keys were
+    # checked above. Each parameter becomes the state dict's own Parameter (its requires_grad set to the old
+    # one's), or a Parameter over the state dict's tensor; each persistent buffer becomes the state dict's tensor
+    # (its dtype and storage); non-tensor entries load as usual.
+    buffers = [k for k in _collect_entries(self, None, "", True) if k not in params]
+    assigned = [k for k in list(params) + buffers if k in state_dict and isinstance(state_dict[k], Tensor)]
+    missing, unexpected = self._load_state_dict([(k, v) for k, v in state_dict.items() if k not in assigned], False)
+    missing = [k for k in missing if k not in assigned]
+    from .modules import Parameter
+    for name in assigned:
+        value = state_dict[name]
+        if name in params:
+            if isinstance(value, Parameter):
+                value.requires_grad_(params[name].requires_grad)
+                _C._retag_memory(value, "params")  # the state dict's bytes are the parameter's now
+            else:  # over the same storage, a tensor of its own (the state dict's keeps its requires_grad)
+                value = Parameter(value.detach(), params[name].requires_grad)
+        owner, _, leaf = name.rpartition(".")
+        owner = self.get_submodule(owner) if owner else self
+        setattr(owner, leaf, value)
+        if name not in params and _has_dict(owner) and hash(getattr(owner, leaf)) == hash(value):
+            owner.__dict__.setdefault(_BUFFER_OBJECTS, {})[leaf] = value  # m.buf is the state dict's tensor
     return _IncompatibleKeys(missing + complex_missing, unexpected)
 
 
