@@ -118,5 +118,32 @@ def test_load_state_dict_assign_makes_the_state_dicts_tensors_the_modules():
     assert c.rope is v
 
 
+class _Scalars(tessel.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = tessel.nn.Parameter(tessel.tensor(1.0))
+        self.register_buffer("b", tessel.tensor(2.0))
+
+
+class _ScalarsLoader(_Scalars):
+    def _load_from_state_dict(self, *args):
+        super()._load_from_state_dict(*args)
+
+
+def test_a_one_element_value_loads_into_a_0d_parameter_or_buffer():
+    m = _Scalars()  # torch's input_param[0]; tessel raised a size mismatch
+    assert m.load_state_dict({"scale": tessel.tensor([3.0]), "b": tessel.tensor([4.0])}).missing_keys == []
+    assert m.scale.item() == 3.0 and m.b.item() == 4.0 and m.scale.shape == ()
+    m.load_state_dict({"scale": tessel.tensor([5.0]), "b": tessel.tensor([6.0])}, assign=True)
+    assert m.scale.shape == () and m.scale.item() == 5.0 and m.scale.requires_grad and m.b.shape == ()
+    o = _ScalarsLoader()  # through the base _load_from_state_dict
+    o.load_state_dict({"scale": tessel.tensor([7.0]), "b": tessel.tensor([8.0])})
+    assert o.scale.item() == 7.0 and o.b.item() == 8.0
+    with pytest.raises(RuntimeError, match=r"size mismatch for scale: copying a param with shape \S*Size\(\[2\]\)"):
+        m.load_state_dict({"scale": tessel.tensor([3.0, 4.0]), "b": tessel.tensor([4.0])})
+    with pytest.raises(RuntimeError, match=r"size mismatch for bias: copying a param with shape \S*Size\(\[\]\)"):
+        tessel.nn.Linear(1, 1).load_state_dict({"weight": tessel.ones(1, 1), "bias": tessel.tensor(4.0)})
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

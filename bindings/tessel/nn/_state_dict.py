@@ -371,11 +371,15 @@ def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, miss
             key = prefix + name
             if key not in state_dict:
                 missing_keys.append(key)
-            elif tuple(state_dict[key].shape) != tuple(tensor.shape):
+                continue
+            value = state_dict[key]
+            if tuple(tensor.shape) == () and tuple(value.shape) == (1,):  # torch's input_param[0]
+                value = value[0]
+            if tuple(value.shape) != tuple(tensor.shape):
                 error_msgs.append("size mismatch for %s: copying a param with shape %s from checkpoint, the shape "
-                                  "in current model is %s." % (key, state_dict[key].shape, tensor.shape))
+                                  "in current model is %s." % (key, value.shape, tensor.shape))
             else:
-                tensor.copy_(state_dict[key])
+                tensor.copy_(value)
     if strict:
         children = {n for n, _ in self._named_children()}
         for key in state_dict:
@@ -431,8 +435,24 @@ def _is_complex(v):
     return isinstance(v, ComplexTensor)
 
 
+def _one_element_into_scalars(module, state_dict, own=None):
+    """torch's _load_from_state_dict loads a shape-[1] value into a 0-d parameter or buffer (input_param[0]):
+    state_dict with those values indexed so (the same dict when there are none)."""
+    ones = [k for k, v in state_dict.items() if isinstance(v, Tensor) and tuple(v.shape) == (1,)]
+    if not ones:
+        return state_dict
+    own = _collect_entries(module, None, "", True) if own is None else own
+    scalars = [k for k in ones if k in own and own[k] is not None and tuple(own[k].shape) == ()]
+    if not scalars:
+        return state_dict
+    out = collections.OrderedDict(state_dict)
+    for k in scalars:
+        out[k] = state_dict[k][0]
+    return out
+
+
 def _load_state_dict_into(self, state_dict, strict, assign):
-    state_dict = _with_legacy_entries(self, state_dict)
+    state_dict = _one_element_into_scalars(self, _with_legacy_entries(self, state_dict))
     _check_loadable(self, state_dict, strict)
     state_dict, others = tensor_entries(self, state_dict)
     result = _load_tensors_into(self, state_dict, strict, assign)
