@@ -99,7 +99,12 @@ class Pickler(pickle._Pickler):
         if not isinstance(obj, _C.Tensor):
             return NotImplemented
         from .nn.modules import Parameter
-        if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks)
+        if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks[, state])
+            from .nn.modules import _parameter_state
+            state = _parameter_state(obj)
+            if state:  # its attributes (`p._is_hf_initialized = True`), as torch's Parameter.__reduce_ex__
+                return (TorchGlobal("torch._utils", "_rebuild_parameter_with_state"),
+                        (obj.detach(), bool(obj.requires_grad), collections.OrderedDict(), state))
             return (TorchGlobal("torch._utils", "_rebuild_parameter"),
                     (obj.detach(), bool(obj.requires_grad), collections.OrderedDict()))
         if obj.is_distributed:  # this rank's piece, its mesh and placements (distributed/tensor/_pickle.py)

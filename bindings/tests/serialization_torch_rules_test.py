@@ -7,7 +7,9 @@ devices, layouts and optimizer state sharing."""
 import collections
 import os
 import pickle
+import pickletools
 import sys
+import zipfile
 
 import pytest
 
@@ -143,6 +145,31 @@ def test_a_one_element_value_loads_into_a_0d_parameter_or_buffer():
         m.load_state_dict({"scale": tessel.tensor([3.0, 4.0]), "b": tessel.tensor([4.0])})
     with pytest.raises(RuntimeError, match=r"size mismatch for bias: copying a param with shape \S*Size\(\[\]\)"):
         tessel.nn.Linear(1, 1).load_state_dict({"weight": tessel.ones(1, 1), "bias": tessel.tensor(4.0)})
+
+
+def _globals_in(path):
+    """The (module, name) globals a torch.save file's pickle names."""
+    with zipfile.ZipFile(path) as z:
+        pkl = z.read([n for n in z.namelist() if n.endswith("data.pkl")][0])
+    return {tuple(arg.split(" ", 1)) for op, arg, _ in pickletools.genops(pkl) if op.name == "GLOBAL"}
+
+
+def test_parameter_attributes_survive_save_and_pickle(tmp_path):
+    # torch writes torch._utils._rebuild_parameter_with_state(data, requires_grad, OrderedDict(), obj.__dict__);
+    # tessel wrote _rebuild_parameter and pickle dropped the attributes
+    p = tessel.nn.Parameter(tessel.ones(2))
+    p._is_hf_initialized, p.tag = True, "x"
+    q = pickle.loads(pickle.dumps(p))
+    assert isinstance(q, tessel.nn.Parameter) and q._is_hf_initialized is True and q.tag == "x" and q.requires_grad
+    path = str(tmp_path / "p.pt")
+    tessel.save({"p": p, "plain": tessel.nn.Parameter(tessel.zeros(1))}, path)
+    assert {("torch._utils", "_rebuild_parameter_with_state"), ("torch._utils", "_rebuild_parameter")} <= \
+        _globals_in(path)
+    r = tessel.load(path, weights_only=True)["p"]
+    assert isinstance(r, tessel.nn.Parameter) and r._is_hf_initialized is True and r.tag == "x"
+    lin = tessel.nn.Linear(2, 2)  # a module's parameter: only the user's attributes (not tessel's own)
+    lin.weight.tag = 5
+    assert pickle.loads(pickle.dumps(lin.weight)).__dict__ == {"tag": 5}
 
 
 if __name__ == "__main__":

@@ -67,8 +67,8 @@ class Parameter(Tensor):
         memo[id(self)] = out
         return out
 
-    def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self.detach().clone(), self.requires_grad))
+    def __reduce_ex__(self, protocol):  # with its attributes, as torch's _rebuild_parameter_with_state
+        return (_rebuild_parameter, (self.detach().clone(), self.requires_grad, _parameter_state(self)))
 
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
@@ -76,8 +76,17 @@ class Parameter(Tensor):
     __str__ = __repr__  # print(param), as torch's
 
 
-def _rebuild_parameter(data, requires_grad):
-    return Parameter(data, requires_grad)
+def _parameter_state(p):
+    """The attributes a Parameter pickles with (torch's obj.__dict__: `p._is_hf_initialized = True`), without the
+    name tessel keeps on it for optimizers (_fqn)."""
+    return {k: v for k, v in getattr(p, "__dict__", {}).items() if k != "_fqn"}
+
+
+def _rebuild_parameter(data, requires_grad, state=None):
+    p = Parameter(data, requires_grad)
+    for name, value in (state or {}).items():
+        setattr(p, name, value)
+    return p
 
 
 class Buffer(Tensor):
