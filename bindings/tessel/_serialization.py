@@ -154,11 +154,11 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
                                          % (size, flat.numel()))
         with _C._GradMode(False):  # a leaf over the shared storage (as torch's set_), not a view with history
             t = flat.as_strided(size, stride, offset).detach()
+    if requires_grad:  # (a complex tensor's too: set on its real parts' leaf, before the complex view)
+        t.requires_grad_(True)
     if complex_:
         from ._complex import view_as_complex
         return view_as_complex(t)
-    if requires_grad:
-        t.requires_grad_(True)
     return t
 
 

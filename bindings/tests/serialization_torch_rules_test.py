@@ -172,5 +172,14 @@ def test_parameter_attributes_survive_save_and_pickle(tmp_path):
     assert pickle.loads(pickle.dumps(lin.weight)).__dict__ == {"tag": 5}
 
 
+def test_a_complex_tensor_keeps_requires_grad_through_save_and_load(tmp_path):
+    c = tessel.polar(tessel.ones(2), tessel.zeros(2)).requires_grad_()
+    path = str(tmp_path / "c.pt")
+    tessel.save({"c": c, "off": tessel.polar(tessel.ones(2), tessel.zeros(2))}, path)
+    back = tessel.load(path)  # torch: True (tessel's came back False)
+    assert back["c"].requires_grad and not back["off"].requires_grad
+    assert tessel.view_as_real(back["c"]).tolist() == [[1.0, 0.0], [1.0, 0.0]]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
