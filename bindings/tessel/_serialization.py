@@ -99,6 +99,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
     # Written beside the target and moved over it once complete: an object that fails to pickle (a lambda) or a
     # crash mid-write leaves the previous file as it was, never a truncated one that the next load fails on.
     path = os.fspath(f)
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        raise RuntimeError("Parent directory %s does not exist." % parent)
     tmp = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
     try:
         with open(tmp, "wb") as out:
@@ -335,8 +338,25 @@ def _safe_global(module, name):
     return None
 
 
+_MINIZ = ("PytorchStreamReader failed reading zip archive: %s. This is an internal miniz error. If you are seeing "
+          "this error, there is a high likelihood that your checkpoint file is corrupted. This can happen if the "
+          "checkpoint was not saved properly, was transferred incorrectly, or the file was modified after saving.")
+
+
+def _open_archive(src):
+    """zipfile.ZipFile(src), a file that is not a whole zip being torch's RuntimeError (miniz's reason: shorter
+    than a zip's end record, else no central directory: a truncated file)."""
+    start = src.tell()
+    try:
+        return zipfile.ZipFile(src)
+    except zipfile.BadZipFile:
+        size = src.seek(0, os.SEEK_END) - start
+        raise RuntimeError(_MINIZ % ("not a ZIP archive" if size < 22 else "failed finding central directory")) \
+            from None
+
+
 def _load_torch_zip(src, weights_only=True, map_location=None):
-    with zipfile.ZipFile(src) as archive:
+    with _open_archive(src) as archive:
         pkl = [n for n in archive.namelist() if n.endswith("/data.pkl")]
         if len(pkl) != 1:
             raise pickle.UnpicklingError("tessel.load: a zip file that is not torch.save's (no single data.pkl)")

@@ -181,5 +181,22 @@ def test_a_complex_tensor_keeps_requires_grad_through_save_and_load(tmp_path):
     assert tessel.view_as_real(back["c"]).tolist() == [[1.0, 0.0], [1.0, 0.0]]
 
 
+def test_corrupt_files_and_missing_directories_are_torchs_errors(tmp_path):
+    path = tmp_path / "x.pt"
+    tessel.save({"x": tessel.arange(64.0)}, str(path))
+    whole = path.read_bytes()
+    path.write_bytes(whole[:len(whole) // 2])  # truncated: tessel raised zipfile.BadZipFile
+    with pytest.raises(RuntimeError, match=r"^PytorchStreamReader failed reading zip archive: failed finding central "
+                                           r"directory\. This is an internal miniz error\. If you are seeing"):
+        tessel.load(str(path))
+    path.write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(RuntimeError, match=r"^PytorchStreamReader failed reading zip archive: not a ZIP archive\."):
+        tessel.load(str(path))
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(RuntimeError, match="^Parent directory %s does not exist.$" % missing):
+        tessel.save({}, str(missing / "x.pt"))  # (tessel: FileNotFoundError naming its temporary file)
+    assert not missing.exists()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
