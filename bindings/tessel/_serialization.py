@@ -25,6 +25,7 @@ import collections
 import io
 import os
 import pickle
+import stat
 import threading
 import zipfile
 
@@ -89,23 +90,34 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_seria
         raise NotImplementedError("tessel.save: the legacy (_use_new_zipfile_serialization=False) format")
     from ._torch_zip import dump
     if hasattr(f, "write"):
-        if hasattr(f, "seekable") and f.seekable():
+        if isinstance(f, (io.BytesIO, io.BufferedWriter, io.BufferedRandom, io.FileIO)) and f.seekable():
             dump(obj, f)
-        else:  # a pipe: zipfile wants to seek, so build it in memory first
+        else:  # a pipe, a gzip file (seekable() yet no seeking back): zipfile seeks back, so built in memory first
             buf = io.BytesIO()
             dump(obj, buf)
             f.write(buf.getvalue())
         return
-    # Written beside the target and moved over it once complete: an object that fails to pickle (a lambda) or a
-    # crash mid-write leaves the previous file as it was, never a truncated one that the next load fails on.
+    # A new file or a plain one is written beside the target and moved over it once complete (its permissions
+    # kept): an object that fails to pickle (a lambda) or a crash mid-write leaves the previous file as it was,
+    # never a truncated one that the next load fails on. Anything else (a symlink, a FIFO, a device, a file with
+    # other hard links) is written through in place, as torch writes it.
     path = os.fspath(f)
     parent = os.path.dirname(path)
     if parent and not os.path.isdir(parent):
         raise RuntimeError("Parent directory %s does not exist." % parent)
+    try:
+        old = os.lstat(path)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not (stat.S_ISREG(old.st_mode) and old.st_nlink == 1):
+        with open(path, "wb") as out:
+            return save(obj, out)
     tmp = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
     try:
         with open(tmp, "wb") as out:
             dump(obj, out)
+        if old is not None:
+            os.chmod(tmp, stat.S_IMODE(old.st_mode))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -5,10 +5,14 @@ module state-dict _metadata and versions, assign=True, Parameter attributes, com
 through symlinks / FIFOs / gzip files, torch's errors for corrupt files and missing directories, map_location's
 devices, layouts and optimizer state sharing."""
 import collections
+import gzip
+import io
 import os
 import pickle
 import pickletools
+import stat
 import sys
+import threading
 import zipfile
 
 import pytest
@@ -196,6 +200,35 @@ def test_corrupt_files_and_missing_directories_are_torchs_errors(tmp_path):
     with pytest.raises(RuntimeError, match="^Parent directory %s does not exist.$" % missing):
         tessel.save({}, str(missing / "x.pt"))  # (tessel: FileNotFoundError naming its temporary file)
     assert not missing.exists()
+
+
+def test_saving_writes_through_symlinks_and_fifos_and_keeps_permissions(tmp_path):
+    # torch writes through the path it is given; tessel replaced the symlink / FIFO by a new file and reset the mode
+    target, link = tmp_path / "target.pt", tmp_path / "link.pt"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)
+    os.symlink(target.name, link)
+    tessel.save({"x": tessel.ones(2)}, str(link))
+    assert link.is_symlink() and tessel.load(str(target))["x"].tolist() == [1.0, 1.0]
+    assert oct(os.stat(target).st_mode & 0o777) == "0o600"
+    tessel.save({"x": tessel.zeros(2)}, str(target))  # a plain file: replaced whole, its mode kept
+    assert oct(os.stat(target).st_mode & 0o777) == "0o600" and tessel.load(str(link))["x"].tolist() == [0.0, 0.0]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    tessel.save({"y": tessel.arange(3.0)}, str(fifo))
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and tessel.load(io.BytesIO(got[0]))["y"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_saving_into_a_gzip_file(tmp_path):
+    path = str(tmp_path / "x.pt.gz")  # tessel: OSError Negative seek in write mode
+    with gzip.open(path, "wb") as f:
+        tessel.save({"x": tessel.arange(3.0)}, f)
+    with gzip.open(path, "rb") as f:
+        assert tessel.load(f)["x"].tolist() == [0.0, 1.0, 2.0]
 
 
 if __name__ == "__main__":
