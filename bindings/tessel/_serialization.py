@@ -45,30 +45,83 @@ def _rebuild(array, dtype_name, requires_grad):
     return t
 
 
+def _rebuild_strided(array, dtype_name, offset, size, stride, requires_grad):
+    """A pickled tensor: a leaf of its shape, strides and offset over a copy of the whole storage it viewed."""
+    flat = _rebuild(array, dtype_name, False)
+    with _C._GradMode(False):
+        t = flat.as_strided(list(size), list(stride), offset).detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _whole_storage(t):
+    """A flat tensor over all of t's storage (what its views share), or None when there is none to view."""
+    if t.is_meta:
+        return None
+    _, nbytes = t._storage()
+    if nbytes <= 0:
+        return None
+    with _C._GradMode(False):
+        return t.detach().as_strided([nbytes // t.element_size()], [1], 0)
+
+
 def _reduce(self):
+    """pickle, as torch pickles a tensor: its whole storage with its shape, strides and offset (a view stays a
+    view, t.t() keeps its strides), and its requires_grad (a non-leaf's too: it comes back a leaf)."""
     if self.is_distributed:
         from .distributed.tensor import _pickle
         return _pickle._reduce(self)
     name = str(self.dtype).rsplit(".", 1)[-1]
-    array = (self.float() if name == _BF16 else self).detach().numpy()
-    return _rebuild, (array, name, bool(self.requires_grad and self.is_leaf))
+    whole = _whole_storage(self)
+    if whole is None:
+        array = (self.float() if name == _BF16 else self).detach().numpy()
+        return _rebuild, (array, name, bool(self.requires_grad))
+    array = (whole.float() if name == _BF16 else whole).numpy()
+    return _rebuild_strided, (array, name, self.storage_offset(), tuple(self.shape), tuple(self.stride()),
+                              bool(self.requires_grad))
 
 
 _C.Tensor.__reduce__ = _reduce
 
 
+def _copy(self):
+    """copy.copy, as torch's (through its __reduce_ex__ without copying the storage): a leaf over the same
+    storage, with the tensor's requires_grad."""
+    if self.is_distributed:
+        rebuild, args = _reduce(self)
+        return rebuild(*args)
+    with _C._GradMode(False):
+        new = self.detach()
+    if self.requires_grad:
+        new.requires_grad_(True)
+    return new
+
+
+_C.Tensor.__copy__ = _copy
+
+
 def _deepcopy(self, memo):
-    """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf's values cloned (a DTensor keeps its mesh and
-    placements: each rank clones its own piece, with no trip through pickling), with its
-    requires_grad and a deep copy of its .grad; a tensor with autograd history raises torch's error."""
+    """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf over a copy of its storage, made once per storage
+    for the whole deepcopy (memo["torch"]: copy.deepcopy([x, x[2:]]) keeps the two sharing, t.t() its strides),
+    with its requires_grad and a deep copy of its .grad (a DTensor keeps its mesh and placements: each rank
+    clones its own piece, with no trip through pickling); a tensor with autograd history raises torch's error."""
     if id(self) in memo:
         return memo[id(self)]
     if not self.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
                            "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
                            "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+    whole = None if self.is_distributed else _whole_storage(self)
     with _C._GradMode(False):
-        new = self.clone()
+        if whole is None:
+            new = self.clone()
+        else:
+            storages = memo.setdefault("torch", {})  # (the original stays alive in memo: its address is its own)
+            key = self._storage()
+            if key not in storages:
+                storages[key] = whole.clone()
+            new = storages[key].as_strided(list(self.shape), list(self.stride()), self.storage_offset()).detach()
     if self.requires_grad:
         new.requires_grad_(True)
     memo[id(self)] = new
@@ -270,6 +323,7 @@ _SAFE = {
 # tessel.save's files from before it wrote torch's format (plain pickles, tensors as numpy arrays): only there
 _OLD_TESSEL = {
     ("tessel._serialization", "_rebuild"): _rebuild,
+    ("tessel._serialization", "_rebuild_strided"): _rebuild_strided,  # (a plain pickle of a tessel tensor now)
     ("numpy.core.multiarray", "_reconstruct"): _np_reconstruct,
     ("numpy._core.multiarray", "_reconstruct"): _np_reconstruct,
     ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,

@@ -5,6 +5,7 @@ module state-dict _metadata and versions, assign=True, Parameter attributes, com
 through symlinks / FIFOs / gzip files, torch's errors for corrupt files and missing directories, map_location's
 devices, layouts and optimizer state sharing."""
 import collections
+import copy
 import gzip
 import io
 import os
@@ -229,6 +230,36 @@ def test_saving_into_a_gzip_file(tmp_path):
         tessel.save({"x": tessel.arange(3.0)}, f)
     with gzip.open(path, "rb") as f:
         assert tessel.load(f)["x"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_copy_deepcopy_and_pickle_keep_views_as_torchs():
+    x = tessel.arange(6.0)
+    a, b = copy.deepcopy([x, x[2:]])  # one storage copied once (tessel cloned each tensor apart)
+    b[0] = -1.0
+    assert a.tolist() == [0.0, 1.0, -1.0, 3.0, 4.0, 5.0] and b.storage_offset() == 2 and a.data_ptr() != x.data_ptr()
+    t = tessel.arange(6.0).reshape(2, 3).t()
+    assert copy.deepcopy(t).stride() == (1, 3) and not copy.deepcopy(t).is_contiguous()  # tessel: (2, 1)
+    y = copy.copy(x)  # shares x's storage (tessel's was a copy)
+    y[0] = 9.0
+    assert x[0].item() == 9.0 and y.is_leaf
+    w = tessel.ones(2, requires_grad=True)
+    h = w * 2
+    c = copy.copy(h)
+    assert c.requires_grad and c.is_leaf and c.data_ptr() == h.data_ptr()
+    p = tessel.nn.Parameter(tessel.ones(2))
+    p.tag = 1
+    q = copy.copy(p)
+    assert isinstance(q, tessel.nn.Parameter) and q.tag == 1 and q.data_ptr() == p.data_ptr() and q is not p
+    r = pickle.loads(pickle.dumps(h))  # a non-leaf that requires grad: torch keeps the flag (tessel dropped it)
+    assert r.requires_grad and r.is_leaf
+    v = tessel.arange(12.0).reshape(3, 4)
+    u, row = pickle.loads(pickle.dumps([v.t(), v[1]]))  # strides and offsets kept (tessel: (3, 1) and 0)
+    assert u.stride() == (1, 4) and row.storage_offset() == 4 and u[0].tolist() == [0.0, 4.0, 8.0]
+    e = pickle.loads(pickle.dumps(tessel.tensor([1.0, 2.5], dtype=tessel.bfloat16)[1:]))
+    assert e.dtype == tessel.bfloat16 and e.storage_offset() == 1 and e.tolist() == [2.5]
+    d = copy.deepcopy({"a": v, "b": v.t()})
+    d["a"][0, 0] = 100.0
+    assert d["b"][0, 0].item() == 100.0 and v[0, 0].item() == 0.0
 
 
 if __name__ == "__main__":

@@ -67,6 +67,13 @@ class Parameter(Tensor):
         memo[id(self)] = out
         return out
 
+    def __copy__(self):
+        """copy.copy, as torch's (a Parameter over the same storage, the attributes shared)."""
+        out = Parameter(self.detach(), self.requires_grad)
+        for name, value in _parameter_state(self).items():
+            setattr(out, name, value)
+        return out
+
     def __reduce_ex__(self, protocol):  # with its attributes, as torch's _rebuild_parameter_with_state
         return (_rebuild_parameter, (self.detach().clone(), self.requires_grad, _parameter_state(self)))
 
