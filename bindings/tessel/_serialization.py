@@ -214,7 +214,11 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
         size, stride, offset = size + [2], [2 * s for s in stride] + [1], 2 * offset
     flat = storage.flat
     if any(n == 0 for n in size):
-        t = _C._full(size, 0.0, flat.dtype)
+        if flat.is_meta:
+            from ._tensor import empty
+            t = empty(size, dtype=flat.dtype, device="meta")
+        else:
+            t = _C._full(size, 0.0, flat.dtype)
     else:
         end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
         if offset < 0 or end > flat.numel() or any(s < 0 for s in stride):
@@ -375,21 +379,62 @@ class _TorchUnpickler(_SafeUnpickler):
             raise pickle.UnpicklingError("tessel.load: unsupported persistent id %r in a torch file" % (pid,))
         _, kind, key, location, numel = pid
         if key not in self._storages:
-            dtype = _TORCH_STORAGE_DTYPES[kind.name]
-            raw = self._archive.read("%s/data/%s" % (self._prefix, key))
-            array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
-            if dtype == _BF16:  # the raw bits: widened to float32 (exact), then back to bfloat16
-                flat, name = _rebuild((array.astype(np.uint32) << 16).view(np.float32), _BF16, False), _BF16
-            elif array.dtype.kind == "c":
-                real = np.float32 if array.dtype == np.complex64 else np.float64
-                flat, name = _C._from_numpy(np.array(array).view(real)), str(array.dtype)
+            mapping = self._map_location
+            target = None if callable(mapping) else _restore_location(mapping, location)
+            if target == "meta":  # torch's meta storages: shapes, no bytes read
+                flat, name = _meta_storage(kind.name, numel)
             else:
-                flat, name = _C._from_numpy(np.array(array)), str(array.dtype)
-            if callable(self._map_location):  # torch's map_location(storage, location) -> the storage to use
-                mapped = self._map_location(flat, location)
+                flat, name = self._read_storage(kind.name, key, numel)
+            if callable(mapping):  # torch's map_location(storage, location) -> the storage to use (None: its own)
+                mapped = mapping(flat, location)
                 flat = flat if mapped is None else mapped
             self._storages[key] = _LoadedStorage(flat, name)
         return self._storages[key]
+
+    def _read_storage(self, kind, key, numel):
+        dtype = _TORCH_STORAGE_DTYPES[kind]
+        raw = self._archive.read("%s/data/%s" % (self._prefix, key))
+        array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
+        if dtype == _BF16:  # the raw bits: widened to float32 (exact), then back to bfloat16
+            return _rebuild((array.astype(np.uint32) << 16).view(np.float32), _BF16, False), _BF16
+        if array.dtype.kind == "c":
+            real = np.float32 if array.dtype == np.complex64 else np.float64
+            return _C._from_numpy(np.array(array).view(real)), str(array.dtype)
+        return _C._from_numpy(np.array(array)), str(array.dtype)
+
+
+def _meta_storage(kind, numel):
+    """A storage of `kind` on the meta device (a complex one as its interleaved real parts)."""
+    from ._tensor import empty
+    dtype = _TORCH_STORAGE_DTYPES[kind]
+    name = _BF16 if dtype == _BF16 else str(np.dtype(dtype))
+    real = {"complex64": "float32", "complex128": "float64"}.get(name)
+    return empty(numel * 2 if real else numel, dtype=_dtype(real or name), device="meta"), name
+
+
+def _restore_location(map_location, location):
+    """torch's default_restore_location for a map_location that is not a callable: "cpu" or "meta", where a
+    storage saved at `location` loads (map_location=None: the CPU, whatever device it was saved from). A CUDA
+    target is torch's error on a machine without one, any other torch's "don't know how" error, and a
+    map_location of another type torch's TypeError (raised at the first storage, as torch's)."""
+    from ._device import device
+    if map_location is None:
+        return "cpu"
+    if isinstance(map_location, dict):
+        target = map_location.get(location, location)
+    elif isinstance(map_location, (str, bytes, device)):
+        target = map_location
+    else:
+        raise TypeError("'%s' object is not callable" % type(map_location).__name__)
+    target = target.decode() if isinstance(target, bytes) else str(target)
+    if target in ("cpu", "meta"):
+        return target
+    if target.startswith("cuda"):
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+                           "False. If you are running on a CPU-only machine, please use torch.load with "
+                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+    raise RuntimeError("don't know how to restore data location of torch.storage.UntypedStorage (tagged with %s)"
+                       % target)
 
 
 _SAFE_GLOBALS = []  # tessel.serialization.add_safe_globals's list
@@ -447,17 +492,6 @@ def _load_pickle(src, weights_only):
     return obj
 
 
-def _check_map_location(map_location):
-    """torch's map_location on a machine without CUDA: a CUDA target is torch's error; the CPU (a string,
-    device, dict of them) and callables (called once per storage) are taken."""
-    targets = list(map_location.values()) if isinstance(map_location, dict) else [map_location]
-    for target in targets:
-        if target is not None and not callable(target) and str(target).startswith("cuda"):
-            raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-                               "False. If you are running on a CPU-only machine, please use torch.load with "
-                               "map_location=torch.device('cpu') to map your storages to the CPU.")
-
-
 def _weights_only(weights_only, pickle_module):
     """torch.load's choice: unset, weights_only is True unless a pickle_module is given (_default_to_weights_only);
     TORCH_FORCE_WEIGHTS_ONLY_LOAD / TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the latter only when unset) override it."""
@@ -480,14 +514,13 @@ def _weights_only(weights_only, pickle_module):
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
-    """tessel.save's files and torch.save's zip files (see the module docstring). map_location: the CPU (a
-    string, a device, a dict of them) or a callable called as torch calls it, fn(storage, location) -> the
-    storage to use (here the storage is a flat tensor); a CUDA target is torch's error on a machine without
-    one. weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
+    """tessel.save's files and torch.save's zip files (see the module docstring). map_location: "cpu" or "meta"
+    (a string, a device, a dict of them from the saved locations; meta: no bytes read) or a callable called as
+    torch calls it, fn(storage, location) -> the storage to use (here the storage is a flat tensor); a CUDA
+    target is torch's error on a machine without one, any other device torch's "don't know how". weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
     and devices; weights_only=False builds any class a file names, as pickle does: only for trusted files."""
     strict = _weights_only(weights_only, pickle_module)
-    _check_map_location(map_location)
-    mapping = map_location if callable(map_location) else None
+    mapping = map_location
     if hasattr(f, "read"):
         seekable = f.seekable() if hasattr(f, "seekable") else False
         if seekable:  # peek at the zip signature

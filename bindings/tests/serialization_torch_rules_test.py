@@ -262,5 +262,23 @@ def test_copy_deepcopy_and_pickle_keep_views_as_torchs():
     assert d["b"][0, 0].item() == 100.0 and v[0, 0].item() == 0.0
 
 
+def test_map_location_meta_and_devices_torch_cannot_restore(tmp_path):
+    path = str(tmp_path / "x.pt")
+    tessel.save({"x": tessel.arange(3.0), "b": tessel.ones(3, dtype=tessel.bfloat16)[1:], "e": tessel.zeros(0, 2)},
+                path)
+    for where in ("meta", tessel.device("meta"), {"cpu": "meta"}):  # tessel ignored it: CPU tensors
+        d = tessel.load(path, map_location=where)
+        assert all(t.is_meta for t in d.values()) and d["x"].shape == (3,) and d["e"].shape == (0, 2)
+        assert d["b"].dtype == tessel.bfloat16 and d["b"].shape == (2,) and d["b"].storage_offset() == 1
+    with pytest.raises(TypeError, match="^'int' object is not callable$"):  # tessel took these silently
+        tessel.load(path, map_location=5)
+    for where in ("foo", "cpu:0", {"cpu": "foo"}):
+        with pytest.raises(RuntimeError, match=r"^don't know how to restore data location of "
+                                               r"torch\.storage\.UntypedStorage \(tagged with (foo|cpu:0)\)$"):
+            tessel.load(path, map_location=where)
+    tessel.save({"n": 1}, path)  # no storage: nothing to restore, as torch (its errors come per storage)
+    assert tessel.load(path, map_location="foo") == {"n": 1} and tessel.load(path, map_location=5) == {"n": 1}
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
