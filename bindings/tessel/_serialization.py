@@ -298,6 +298,15 @@ def _unpickle_mesh(*args):
     return unpickle(*args)
 
 
+def _get_layout(name):
+    """torch.serialization._get_layout: how torch pickles a layout (torch.strided is _get_layout("torch.strided"))."""
+    from . import _tensor_extras
+    value = getattr(_tensor_extras, name.rsplit(".", 1)[-1], None) if name.startswith("torch.") else None
+    if not isinstance(value, _tensor_extras.layout):
+        raise KeyError(name)
+    return value
+
+
 # What a weights_only load builds (torch's default allowlist, _weights_only_unpickler.py, as it applies here).
 _SAFE = {
     ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
@@ -307,6 +316,7 @@ _SAFE = {
     ("collections", "Counter"): collections.Counter,
     ("torch", "Size"): _torch_size,
     ("torch", "device"): _torch_device,
+    ("torch.serialization", "_get_layout"): _get_layout,
     ("builtins", "set"): set, ("builtins", "complex"): complex, ("builtins", "bytearray"): bytearray,
     ("__builtin__", "set"): set, ("__builtin__", "complex"): complex, ("__builtin__", "bytearray"): bytearray,
     ("torch._tensor", "_rebuild_from_type_v2"): lambda *a: _rebuild_from_type(*a),

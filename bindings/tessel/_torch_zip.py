@@ -91,6 +91,9 @@ class Pickler(pickle._Pickler):
             return (TorchGlobal("torch", "device"), (obj.type,) if obj.index is None else (obj.type, obj.index))
         if isinstance(obj, Size):
             return (TorchGlobal("torch", "Size"), (tuple(obj),))
+        from ._tensor_extras import layout
+        if isinstance(obj, layout):  # torch.serialization._get_layout("torch.strided"), as torch pickles a layout
+            return (TorchGlobal("torch.serialization", "_get_layout"), (repr(obj),))
         if self._storages is None:
             return NotImplemented
         from ._complex import ComplexTensor

@@ -280,5 +280,20 @@ def test_map_location_meta_and_devices_torch_cannot_restore(tmp_path):
     assert tessel.load(path, map_location="foo") == {"n": 1} and tessel.load(path, map_location=5) == {"n": 1}
 
 
+def test_layouts_cross_as_torch_pickles_them(tmp_path):
+    # torch writes torch.serialization._get_layout("torch.strided") and allows it under weights_only; tessel refused
+    # it and wrote tessel._tensor_extras.layout, which torch cannot import
+    path = str(tmp_path / "l.pt")
+    tessel.save({"l": tessel.strided, "s": tessel.sparse_coo}, path)
+    names = _globals_in(path)
+    assert ("torch.serialization", "_get_layout") in names and not any(m.startswith("tessel") for m, _ in names)
+    with zipfile.ZipFile(path) as z:
+        pkl = z.read("archive/data.pkl")
+    assert [arg for op, arg, _ in pickletools.genops(pkl) if op.name == "BINUNICODE"] == \
+        ["l", "torch.strided", "s", "torch.sparse_coo"]
+    d = tessel.load(path, weights_only=True)
+    assert d["l"] is tessel.strided and d["s"] is tessel.sparse_coo
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
