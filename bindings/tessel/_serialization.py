@@ -136,9 +136,10 @@ _C.Tensor.__deepcopy__ = _deepcopy
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False):
-    """torch.save (its signature: pickle_module and pickle_protocol are accepted; the pickle is protocol 2): obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
-    binary file object). Objects other than tensors, numbers, strings and containers need weights_only=False
-    to load, in torch and tessel alike."""
+    """torch.save (its signature: pickle_module and pickle_protocol are accepted; the pickle is protocol 2): obj
+    (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a binary file object).
+    Objects other than tensors, numbers, strings and containers need weights_only=False to load, in torch and
+    tessel alike."""
     if not _use_new_zipfile_serialization:
         raise NotImplementedError("tessel.save: the legacy (_use_new_zipfile_serialization=False) format")
     from ._torch_zip import dump
@@ -527,8 +528,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     """tessel.save's files and torch.save's zip files (see the module docstring). map_location: "cpu" or "meta"
     (a string, a device, a dict of them from the saved locations; meta: no bytes read) or a callable called as
     torch calls it, fn(storage, location) -> the storage to use (here the storage is a flat tensor); a CUDA
-    target is torch's error on a machine without one, any other device torch's "don't know how". weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
-    and devices; weights_only=False builds any class a file names, as pickle does: only for trusted files."""
+    target is torch's error on a machine without one, any other device torch's "don't know how". weights_only
+    (default True, as torch's; False with an explicit pickle_module) builds only tensors, containers, numbers,
+    strings, dtypes and devices; weights_only=False builds any class a file names, as pickle does: only for
+    trusted files."""
     strict = _weights_only(weights_only, pickle_module)
     mapping = map_location
     if hasattr(f, "read"):
