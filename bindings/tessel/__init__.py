@@ -453,15 +453,27 @@ def _is_file_target(f):
     return isinstance(f, (str, bytes, os.PathLike)) or hasattr(f, "write") or hasattr(f, "read")
 
 
-def save(model, optimizer=None, dir=None, world=None, **kwargs):
-    """Sharded checkpoint of the model (and optimizer) state; collective over world (default: the default
-    process group once init_process_group ran).
+def _is_optimizer(x):
+    from .optim import Optimizer
+    return isinstance(x, (_C.Optimizer, Optimizer))
 
-    torch.save(obj, f) also works: save(obj, f) pickles obj (a state dict, a dict of them, a dense tensor, or a
-    whole module: nn/_pickle.py) to the path or file f in torch.save's zip format; tessel.load(f) reads it
-    (a module with weights_only=False). DTensors are refused there: a sharded checkpoint is DCP's."""
-    if dir is None and _is_file_target(optimizer) and not isinstance(optimizer, _C.Optimizer):
-        return _serialization.save(model, optimizer, **kwargs)
+
+def save(*args, **kwargs):
+    """save(model, optimizer=None, dir, world=None): a sharded checkpoint of the model (and optimizer) state;
+    collective over world (default: the default process group once init_process_group ran).
+
+    torch.save(obj, f, pickle_module=pickle, pickle_protocol=2) also works, positionally or by keyword (obj=, f=):
+    it pickles obj (a state dict, a dict of them, a dense tensor, or a whole module: nn/_pickle.py) to the path or
+    file f in torch.save's zip format; tessel.load(f) reads it (a module with weights_only=False). DTensors are
+    refused there: a sharded checkpoint is DCP's. The torch form is the one whose second argument (or f=) is a
+    path or a file, not an optimizer."""
+    if "f" in kwargs or "obj" in kwargs or (len(args) >= 2 and _is_file_target(args[1]) and
+                                            not _is_optimizer(args[1])):
+        return _serialization.save(*args, **kwargs)
+    return _dcp_save(*args, **kwargs)
+
+
+def _dcp_save(model, optimizer=None, dir=None, world=None):
     if dir is None:
         raise TypeError("save(model, optimizer, dir): dir (the checkpoint directory) is required; "
                         "torch.save(obj, f) is save(obj, f) with obj a state dict")
@@ -474,14 +486,20 @@ def save(model, optimizer=None, dir=None, world=None, **kwargs):
     _C._dcp_save(sd, dir, world)
 
 
-def load(model, optimizer=None, dir=None, *, strict=True, **kwargs):
-    """Loads a checkpoint saved in any layout or world size into the model (and optimizer), in place.
-    A missing directory is FileNotFoundError; strict=False returns missing / unexpected keys.
+def load(*args, **kwargs):
+    """load(model, optimizer=None, dir, *, strict=True): loads a checkpoint saved in any layout or world size into
+    the model (and optimizer), in place. A missing directory is FileNotFoundError; strict=False returns missing /
+    unexpected keys.
 
-    torch.load(f) also works: load(f) returns what save(obj, f) pickled (map_location and weights_only are
-    accepted; tensors load on the CPU)."""
-    if dir is None and optimizer is None and _is_file_target(model):
-        return _serialization.load(model, **kwargs)
+    torch.load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None) also works, positionally
+    or by keyword: it returns what save(obj, f) pickled (the torch form is the one whose first argument, or f=, is
+    a path or a file)."""
+    if "f" in kwargs or (args and _is_file_target(args[0])):
+        return _serialization.load(*args, **kwargs)
+    return _dcp_load(*args, **kwargs)
+
+
+def _dcp_load(model, optimizer=None, dir=None, *, strict=True):
     if dir is None:
         raise TypeError("load(model, optimizer, dir): dir (the checkpoint directory) is required; "
                         "torch.load(f) is load(f)")

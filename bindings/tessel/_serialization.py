@@ -25,6 +25,7 @@ import collections
 import io
 import os
 import pickle
+import stat
 import threading
 import zipfile
 
@@ -44,30 +45,83 @@ def _rebuild(array, dtype_name, requires_grad):
     return t
 
 
+def _rebuild_strided(array, dtype_name, offset, size, stride, requires_grad):
+    """A pickled tensor: a leaf of its shape, strides and offset over a copy of the whole storage it viewed."""
+    flat = _rebuild(array, dtype_name, False)
+    with _C._GradMode(False):
+        t = flat.as_strided(list(size), list(stride), offset).detach()
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _whole_storage(t):
+    """A flat tensor over all of t's storage (what its views share), or None when there is none to view."""
+    if t.is_meta:
+        return None
+    _, nbytes = t._storage()
+    if nbytes <= 0:
+        return None
+    with _C._GradMode(False):
+        return t.detach().as_strided([nbytes // t.element_size()], [1], 0)
+
+
 def _reduce(self):
+    """pickle, as torch pickles a tensor: its whole storage with its shape, strides and offset (a view stays a
+    view, t.t() keeps its strides), and its requires_grad (a non-leaf's too: it comes back a leaf)."""
     if self.is_distributed:
         from .distributed.tensor import _pickle
         return _pickle._reduce(self)
     name = str(self.dtype).rsplit(".", 1)[-1]
-    array = (self.float() if name == _BF16 else self).detach().numpy()
-    return _rebuild, (array, name, bool(self.requires_grad and self.is_leaf))
+    whole = _whole_storage(self)
+    if whole is None:
+        array = (self.float() if name == _BF16 else self).detach().numpy()
+        return _rebuild, (array, name, bool(self.requires_grad))
+    array = (whole.float() if name == _BF16 else whole).numpy()
+    return _rebuild_strided, (array, name, self.storage_offset(), tuple(self.shape), tuple(self.stride()),
+                              bool(self.requires_grad))
 
 
 _C.Tensor.__reduce__ = _reduce
 
 
+def _copy(self):
+    """copy.copy, as torch's (through its __reduce_ex__ without copying the storage): a leaf over the same
+    storage, with the tensor's requires_grad."""
+    if self.is_distributed:
+        rebuild, args = _reduce(self)
+        return rebuild(*args)
+    with _C._GradMode(False):
+        new = self.detach()
+    if self.requires_grad:
+        new.requires_grad_(True)
+    return new
+
+
+_C.Tensor.__copy__ = _copy
+
+
 def _deepcopy(self, memo):
-    """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf's values cloned (a DTensor keeps its mesh and
-    placements: each rank clones its own piece, with no trip through pickling), with its
-    requires_grad and a deep copy of its .grad; a tensor with autograd history raises torch's error."""
+    """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf over a copy of its storage, made once per storage
+    for the whole deepcopy (memo["torch"]: copy.deepcopy([x, x[2:]]) keeps the two sharing, t.t() its strides),
+    with its requires_grad and a deep copy of its .grad (a DTensor keeps its mesh and placements: each rank
+    clones its own piece, with no trip through pickling); a tensor with autograd history raises torch's error."""
     if id(self) in memo:
         return memo[id(self)]
     if not self.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
                            "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
                            "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+    whole = None if self.is_distributed else _whole_storage(self)
     with _C._GradMode(False):
-        new = self.clone()
+        if whole is None:
+            new = self.clone()
+        else:
+            storages = memo.setdefault("torch", {})  # (the original stays alive in memo: its address is its own)
+            key = self._storage()
+            if key not in storages:
+                storages[key] = whole.clone()
+            new = storages[key].as_strided(list(self.shape), list(self.stride()), self.storage_offset()).detach()
     if self.requires_grad:
         new.requires_grad_(True)
     memo[id(self)] = new
@@ -80,28 +134,44 @@ def _deepcopy(self, memo):
 _C.Tensor.__deepcopy__ = _deepcopy
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True, **kwargs):
-    """torch.save: obj (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a
-    binary file object). Objects other than tensors, numbers, strings and containers need weights_only=False
-    to load, in torch and tessel alike."""
+def save(obj, f, pickle_module=pickle, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """torch.save (its signature: pickle_module and pickle_protocol are accepted; the pickle is protocol 2): obj
+    (tensors, state dicts, anything picklable) as torch.save's zip file at f (a path or a binary file object).
+    Objects other than tensors, numbers, strings and containers need weights_only=False to load, in torch and
+    tessel alike."""
     if not _use_new_zipfile_serialization:
         raise NotImplementedError("tessel.save: the legacy (_use_new_zipfile_serialization=False) format")
     from ._torch_zip import dump
     if hasattr(f, "write"):
-        if hasattr(f, "seekable") and f.seekable():
+        if isinstance(f, (io.BytesIO, io.BufferedWriter, io.BufferedRandom, io.FileIO)) and f.seekable():
             dump(obj, f)
-        else:  # a pipe: zipfile wants to seek, so build it in memory first
+        else:  # a pipe, a gzip file (seekable() yet no seeking back): zipfile seeks back, so built in memory first
             buf = io.BytesIO()
             dump(obj, buf)
             f.write(buf.getvalue())
         return
-    # Written beside the target and moved over it once complete: an object that fails to pickle (a lambda) or a
-    # crash mid-write leaves the previous file as it was, never a truncated one that the next load fails on.
+    # A new file or a plain one is written beside the target and moved over it once complete (its permissions
+    # kept): an object that fails to pickle (a lambda) or a crash mid-write leaves the previous file as it was,
+    # never a truncated one that the next load fails on. Anything else (a symlink, a FIFO, a device, a file with
+    # other hard links) is written through in place, as torch writes it.
     path = os.fspath(f)
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        raise RuntimeError("Parent directory %s does not exist." % parent)
+    try:
+        old = os.lstat(path)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not (stat.S_ISREG(old.st_mode) and old.st_nlink == 1):
+        with open(path, "wb") as out:
+            return save(obj, out)
     tmp = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
     try:
         with open(tmp, "wb") as out:
             dump(obj, out)
+        if old is not None:
+            os.chmod(tmp, stat.S_IMODE(old.st_mode))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -145,7 +215,11 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
         size, stride, offset = size + [2], [2 * s for s in stride] + [1], 2 * offset
     flat = storage.flat
     if any(n == 0 for n in size):
-        t = _C._full(size, 0.0, flat.dtype)
+        if flat.is_meta:
+            from ._tensor import empty
+            t = empty(size, dtype=flat.dtype, device="meta")
+        else:
+            t = _C._full(size, 0.0, flat.dtype)
     else:
         end = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
         if offset < 0 or end > flat.numel() or any(s < 0 for s in stride):
@@ -153,11 +227,11 @@ def _torch_tensor(storage, offset, size, stride, requires_grad=False, backward_h
                                          % (size, flat.numel()))
         with _C._GradMode(False):  # a leaf over the shared storage (as torch's set_), not a view with history
             t = flat.as_strided(size, stride, offset).detach()
+    if requires_grad:  # (a complex tensor's too: set on its real parts' leaf, before the complex view)
+        t.requires_grad_(True)
     if complex_:
         from ._complex import view_as_complex
         return view_as_complex(t)
-    if requires_grad:
-        t.requires_grad_(True)
     return t
 
 
@@ -225,6 +299,15 @@ def _unpickle_mesh(*args):
     return unpickle(*args)
 
 
+def _get_layout(name):
+    """torch.serialization._get_layout: how torch pickles a layout (torch.strided is _get_layout("torch.strided"))."""
+    from . import _tensor_extras
+    value = getattr(_tensor_extras, name.rsplit(".", 1)[-1], None) if name.startswith("torch.") else None
+    if not isinstance(value, _tensor_extras.layout):
+        raise KeyError(name)
+    return value
+
+
 # What a weights_only load builds (torch's default allowlist, _weights_only_unpickler.py, as it applies here).
 _SAFE = {
     ("torch._utils", "_rebuild_tensor_v2"): _torch_tensor,
@@ -234,6 +317,7 @@ _SAFE = {
     ("collections", "Counter"): collections.Counter,
     ("torch", "Size"): _torch_size,
     ("torch", "device"): _torch_device,
+    ("torch.serialization", "_get_layout"): _get_layout,
     ("builtins", "set"): set, ("builtins", "complex"): complex, ("builtins", "bytearray"): bytearray,
     ("__builtin__", "set"): set, ("__builtin__", "complex"): complex, ("__builtin__", "bytearray"): bytearray,
     ("torch._tensor", "_rebuild_from_type_v2"): lambda *a: _rebuild_from_type(*a),
@@ -254,6 +338,7 @@ _SAFE = {
 # tessel.save's files from before it wrote torch's format (plain pickles, tensors as numpy arrays): only there
 _OLD_TESSEL = {
     ("tessel._serialization", "_rebuild"): _rebuild,
+    ("tessel._serialization", "_rebuild_strided"): _rebuild_strided,  # (a plain pickle of a tessel tensor now)
     ("numpy.core.multiarray", "_reconstruct"): _np_reconstruct,
     ("numpy._core.multiarray", "_reconstruct"): _np_reconstruct,
     ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
@@ -305,21 +390,62 @@ class _TorchUnpickler(_SafeUnpickler):
             raise pickle.UnpicklingError("tessel.load: unsupported persistent id %r in a torch file" % (pid,))
         _, kind, key, location, numel = pid
         if key not in self._storages:
-            dtype = _TORCH_STORAGE_DTYPES[kind.name]
-            raw = self._archive.read("%s/data/%s" % (self._prefix, key))
-            array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
-            if dtype == _BF16:  # the raw bits: widened to float32 (exact), then back to bfloat16
-                flat, name = _rebuild((array.astype(np.uint32) << 16).view(np.float32), _BF16, False), _BF16
-            elif array.dtype.kind == "c":
-                real = np.float32 if array.dtype == np.complex64 else np.float64
-                flat, name = _C._from_numpy(np.array(array).view(real)), str(array.dtype)
+            mapping = self._map_location
+            target = None if callable(mapping) else _restore_location(mapping, location)
+            if target == "meta":  # torch's meta storages: shapes, no bytes read
+                flat, name = _meta_storage(kind.name, numel)
             else:
-                flat, name = _C._from_numpy(np.array(array)), str(array.dtype)
-            if callable(self._map_location):  # torch's map_location(storage, location) -> the storage to use
-                mapped = self._map_location(flat, location)
+                flat, name = self._read_storage(kind.name, key, numel)
+            if callable(mapping):  # torch's map_location(storage, location) -> the storage to use (None: its own)
+                mapped = mapping(flat, location)
                 flat = flat if mapped is None else mapped
             self._storages[key] = _LoadedStorage(flat, name)
         return self._storages[key]
+
+    def _read_storage(self, kind, key, numel):
+        dtype = _TORCH_STORAGE_DTYPES[kind]
+        raw = self._archive.read("%s/data/%s" % (self._prefix, key))
+        array = np.frombuffer(raw, dtype=np.uint16 if dtype == _BF16 else dtype, count=numel)
+        if dtype == _BF16:  # the raw bits: widened to float32 (exact), then back to bfloat16
+            return _rebuild((array.astype(np.uint32) << 16).view(np.float32), _BF16, False), _BF16
+        if array.dtype.kind == "c":
+            real = np.float32 if array.dtype == np.complex64 else np.float64
+            return _C._from_numpy(np.array(array).view(real)), str(array.dtype)
+        return _C._from_numpy(np.array(array)), str(array.dtype)
+
+
+def _meta_storage(kind, numel):
+    """A storage of `kind` on the meta device (a complex one as its interleaved real parts)."""
+    from ._tensor import empty
+    dtype = _TORCH_STORAGE_DTYPES[kind]
+    name = _BF16 if dtype == _BF16 else str(np.dtype(dtype))
+    real = {"complex64": "float32", "complex128": "float64"}.get(name)
+    return empty(numel * 2 if real else numel, dtype=_dtype(real or name), device="meta"), name
+
+
+def _restore_location(map_location, location):
+    """torch's default_restore_location for a map_location that is not a callable: "cpu" or "meta", where a
+    storage saved at `location` loads (map_location=None: the CPU, whatever device it was saved from). A CUDA
+    target is torch's error on a machine without one, any other torch's "don't know how" error, and a
+    map_location of another type torch's TypeError (raised at the first storage, as torch's)."""
+    from ._device import device
+    if map_location is None:
+        return "cpu"
+    if isinstance(map_location, dict):
+        target = map_location.get(location, location)
+    elif isinstance(map_location, (str, bytes, device)):
+        target = map_location
+    else:
+        raise TypeError("'%s' object is not callable" % type(map_location).__name__)
+    target = target.decode() if isinstance(target, bytes) else str(target)
+    if target in ("cpu", "meta"):
+        return target
+    if target.startswith("cuda"):
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+                           "False. If you are running on a CPU-only machine, please use torch.load with "
+                           "map_location=torch.device('cpu') to map your storages to the CPU.")
+    raise RuntimeError("don't know how to restore data location of torch.storage.UntypedStorage (tagged with %s)"
+                       % target)
 
 
 _SAFE_GLOBALS = []  # tessel.serialization.add_safe_globals's list
@@ -334,8 +460,25 @@ def _safe_global(module, name):
     return None
 
 
+_MINIZ = ("PytorchStreamReader failed reading zip archive: %s. This is an internal miniz error. If you are seeing "
+          "this error, there is a high likelihood that your checkpoint file is corrupted. This can happen if the "
+          "checkpoint was not saved properly, was transferred incorrectly, or the file was modified after saving.")
+
+
+def _open_archive(src):
+    """zipfile.ZipFile(src), a file that is not a whole zip being torch's RuntimeError (miniz's reason: shorter
+    than a zip's end record, else no central directory: a truncated file)."""
+    start = src.tell()
+    try:
+        return zipfile.ZipFile(src)
+    except zipfile.BadZipFile:
+        size = src.seek(0, os.SEEK_END) - start
+        raise RuntimeError(_MINIZ % ("not a ZIP archive" if size < 22 else "failed finding central directory")) \
+            from None
+
+
 def _load_torch_zip(src, weights_only=True, map_location=None):
-    with zipfile.ZipFile(src) as archive:
+    with _open_archive(src) as archive:
         pkl = [n for n in archive.namelist() if n.endswith("/data.pkl")]
         if len(pkl) != 1:
             raise pickle.UnpicklingError("tessel.load: a zip file that is not torch.save's (no single data.pkl)")
@@ -360,26 +503,37 @@ def _load_pickle(src, weights_only):
     return obj
 
 
-def _check_map_location(map_location):
-    """torch's map_location on a machine without CUDA: a CUDA target is torch's error; the CPU (a string,
-    device, dict of them) and callables (called once per storage) are taken."""
-    targets = list(map_location.values()) if isinstance(map_location, dict) else [map_location]
-    for target in targets:
-        if target is not None and not callable(target) and str(target).startswith("cuda"):
-            raise RuntimeError("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-                               "False. If you are running on a CPU-only machine, please use torch.load with "
-                               "map_location=torch.device('cpu') to map your storages to the CPU.")
+def _weights_only(weights_only, pickle_module):
+    """torch.load's choice: unset, weights_only is True unless a pickle_module is given (_default_to_weights_only);
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD / TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the latter only when unset) override it."""
+    unset = weights_only is None
+    if unset:
+        weights_only = pickle_module is None
+    yes = ("1", "y", "yes", "true")
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in yes
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` "
+                           "should be set, but both were set.")
+    if force:
+        weights_only = True
+    elif force_no and unset:
+        weights_only = False
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    return bool(weights_only)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
-    """tessel.save's files and torch.save's zip files (see the module docstring). map_location: the CPU (a
-    string, a device, a dict of them) or a callable called as torch calls it, fn(storage, location) -> the
-    storage to use (here the storage is a flat tensor); a CUDA target is torch's error on a machine without
-    one. weights_only (default True, as torch's) builds only tensors, containers, numbers, strings, dtypes
-    and devices; weights_only=False builds any class a file names, as pickle does: only for trusted files."""
-    strict = weights_only is not False
-    _check_map_location(map_location)
-    mapping = map_location if callable(map_location) else None
+    """tessel.save's files and torch.save's zip files (see the module docstring). map_location: "cpu" or "meta"
+    (a string, a device, a dict of them from the saved locations; meta: no bytes read) or a callable called as
+    torch calls it, fn(storage, location) -> the storage to use (here the storage is a flat tensor); a CUDA
+    target is torch's error on a machine without one, any other device torch's "don't know how". weights_only
+    (default True, as torch's; False with an explicit pickle_module) builds only tensors, containers, numbers,
+    strings, dtypes and devices; weights_only=False builds any class a file names, as pickle does: only for
+    trusted files."""
+    strict = _weights_only(weights_only, pickle_module)
+    mapping = map_location
     if hasattr(f, "read"):
         seekable = f.seekable() if hasattr(f, "seekable") else False
         if seekable:  # peek at the zip signature

@@ -91,6 +91,9 @@ class Pickler(pickle._Pickler):
             return (TorchGlobal("torch", "device"), (obj.type,) if obj.index is None else (obj.type, obj.index))
         if isinstance(obj, Size):
             return (TorchGlobal("torch", "Size"), (tuple(obj),))
+        from ._tensor_extras import layout
+        if isinstance(obj, layout):  # torch.serialization._get_layout("torch.strided"), as torch pickles a layout
+            return (TorchGlobal("torch.serialization", "_get_layout"), (repr(obj),))
         if self._storages is None:
             return NotImplemented
         from ._complex import ComplexTensor
@@ -99,7 +102,12 @@ class Pickler(pickle._Pickler):
         if not isinstance(obj, _C.Tensor):
             return NotImplemented
         from .nn.modules import Parameter
-        if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks)
+        if isinstance(obj, Parameter):  # torch's _rebuild_parameter(data, requires_grad, hooks[, state])
+            from .nn.modules import _parameter_state
+            state = _parameter_state(obj)
+            if state:  # its attributes (`p._is_hf_initialized = True`), as torch's Parameter.__reduce_ex__
+                return (TorchGlobal("torch._utils", "_rebuild_parameter_with_state"),
+                        (obj.detach(), bool(obj.requires_grad), collections.OrderedDict(), state))
             return (TorchGlobal("torch._utils", "_rebuild_parameter"),
                     (obj.detach(), bool(obj.requires_grad), collections.OrderedDict()))
         if obj.is_distributed:  # this rank's piece, its mesh and placements (distributed/tensor/_pickle.py)

@@ -226,6 +226,7 @@ class _NormBase(Module):
     2.15), running_mean zeros, running_var ones and num_batches_tracked (int64 0) as buffers
     (track_running_stats)."""
     _dims = ()
+    _version = 2  # torch's: state dicts from version 2 on carry num_batches_tracked
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None, *, bias=True, _share=None):

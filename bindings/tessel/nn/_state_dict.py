@@ -10,7 +10,8 @@ of the tree with its prefix, in torch's orders: pre-hooks parents first, post-ho
 import collections
 
 from .. import _C
-from .modules import Tensor, _GlobalHookHandle, _IncompatibleKeys, _dict, _named_complex_buffers
+from .modules import (_BUFFER_OBJECTS, Tensor, _GlobalHookHandle, _IncompatibleKeys, _dict, _has_dict,
+                      _named_complex_buffers)
 
 _SD_HOOKS = "_tessel_state_dict_hooks"
 
@@ -49,6 +50,31 @@ def _post_order(module, prefix):
 
 def _local_metadata(module):
     return {"version": getattr(type(module), "_version", 1)}
+
+
+def _with_metadata(root, out, prefix):
+    """torch's state_dict records each module's local metadata ({"version": its class's _version}) in the
+    destination's _metadata under its prefix without the dot ("" for the root), pre-order, when the destination
+    has one (a fresh state dict does; a plain dict passed as destination does not). Returns prefix -> local
+    metadata, the dicts the state-dict post-hooks are handed."""
+    metadata = getattr(out, "_metadata", None)
+    local = collections.OrderedDict()
+    for p, m in _pre_order(root, prefix):
+        local[p] = _local_metadata(m)
+        if metadata is not None:
+            metadata[p[:-1]] = local[p]
+    return local
+
+
+def _loaded_metadata(state_dict, prefix, assign):
+    """The local_metadata torch's load_state_dict hands a module at prefix: the state dict's _metadata entry for
+    it, {} for a dict without one (a plain dict: version-gated loaders take it as the oldest version);
+    assign=True adds assign_to_params_buffers."""
+    metadata = getattr(state_dict, "_metadata", None)
+    local = {} if metadata is None else metadata.get(prefix[:-1], {})
+    if assign:
+        local["assign_to_params_buffers"] = assign
+    return local
 
 
 def get_extra_state(self):
@@ -163,19 +189,24 @@ def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
     of every module in the tree."""
     if args:  # torch's deprecated positional form
         destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
+    if destination is None:  # torch's fresh state dict: an OrderedDict with the modules' _metadata
+        destination = collections.OrderedDict()
+        destination._metadata = collections.OrderedDict()
     if not _tree_has_sd_hooks(self, ("sd_pre", "sd_post", "sd_post_private")):
+        _with_metadata(self, destination, prefix)
         return _collect_state_dict(self, destination, prefix, keep_vars)
     for p, m in _pre_order(self, prefix):
         for hook in list(_sd_hooks(m, "sd_pre").values()):
             hook(m, p, keep_vars)
+    local = _with_metadata(self, destination, prefix)
     out = _collect_state_dict(self, destination, prefix, keep_vars)
     for p, m in _post_order(self, prefix):
         for hook in list(_sd_hooks(m, "sd_post_private").values()):
-            result = hook(m, out, p, _local_metadata(m))
+            result = hook(m, out, p, local[p])
             if result is not None and m is self:  # a child's returned dict stays the child's (torch's parent
                 out = result  # keeps its own destination): only the root's replaces the state dict
         for hook in list(_sd_hooks(m, "sd_post").values()):
-            if hook(m, out, p, _local_metadata(m)) is not None:
+            if hook(m, out, p, local[p]) is not None:
                 raise RuntimeError("state_dict post-hook must return None")
     return out
 
@@ -212,9 +243,9 @@ def register_load_state_dict_post_hook(self, hook):
     return _add_sd_hook(self, "load_post", hook)
 
 
-def _load_complex_buffers(self, state_dict, strict):
-    """Copies the state dict's entries for complex buffers and returns the rest (for the C++ loader) and the
-    complex buffers it lacked."""
+def _load_complex_buffers(self, state_dict, strict, assign=False):
+    """Copies the state dict's entries for complex buffers (assign: makes them the buffers) and returns the rest
+    (for the C++ loader) and the complex buffers it lacked."""
     rest = collections.OrderedDict()
     names = dict(_named_complex_buffers(self, True, persistent_only=True))
     for key, value in state_dict.items():
@@ -225,6 +256,10 @@ def _load_complex_buffers(self, state_dict, strict):
             raise ValueError("load_state_dict: size mismatch for %s: copying a param with shape %s from "
                              "checkpoint, the shape in current model is %s."
                              % (key, list(value.shape), list(names[key].shape)))
+        if assign:
+            owner, _, leaf = key.rpartition(".")
+            setattr(self.get_submodule(owner) if owner else self, leaf, value)
+            continue
         with _C._GradMode(False):
             names[key].copy_(value)
     missing = [k for k in names if k not in state_dict]
@@ -259,7 +294,7 @@ def _with_legacy_entries(root, state_dict):
 def load_state_dict(self, state_dict, strict=True, assign=False):
     """torch's load_state_dict: values are copied into the module's tensors (checked: keys under strict,
     shapes always). assign=True then makes each parameter the state dict's own tensor (its dtype and
-    storage; requires_grad stays the module's), as torch; buffers keep being copied into. The tree's load
+    storage; requires_grad stays the module's) and each buffer the state dict's tensor, as torch. The tree's load
     pre-hooks see (and may edit) a copy of the state dict first, its post-hooks the incompatible keys before
     strict's check. A module whose class overrides _load_from_state_dict (torch's way to rename legacy keys)
     loads its own entries through it, pre-order as torch, before the rest of the tree loads."""
@@ -280,10 +315,11 @@ def load_state_dict(self, state_dict, strict=True, assign=False):
     for p, m in _pre_order(self, ""):
         if m in overriding:  # its pre-hooks run inside (the base _load_from_state_dict runs them)
             # strict=True, as torch passes whatever load_state_dict's strict (which only decides the raise)
-            m._load_from_state_dict(edited, p, _local_metadata(m), True, missing, unexpected, errors)
+            m._load_from_state_dict(edited, p, _loaded_metadata(edited, p, assign), True, missing, unexpected,
+                                    errors)
             continue
-        for hook in list(_sd_hooks(m, "load_pre").values()):
-            hook(m, edited, p, _local_metadata(m), True, missing, unexpected, errors)  # (torch passes True)
+        for hook in list(_sd_hooks(m, "load_pre").values()):  # (torch passes strict=True)
+            hook(m, edited, p, _loaded_metadata(edited, p, assign), True, missing, unexpected, errors)
     if errors:
         raise RuntimeError("Error(s) in loading state_dict for %s:\n\t%s" % (type(self).__name__, "\n\t".join(errors)))
     # What an overriding module owns (its own entries, and any key under its prefix naming no child) was its
@@ -335,11 +371,15 @@ def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, miss
             key = prefix + name
             if key not in state_dict:
                 missing_keys.append(key)
-            elif tuple(state_dict[key].shape) != tuple(tensor.shape):
+                continue
+            value = state_dict[key]
+            if tuple(tensor.shape) == () and tuple(value.shape) == (1,):  # torch's input_param[0]
+                value = value[0]
+            if tuple(value.shape) != tuple(tensor.shape):
                 error_msgs.append("size mismatch for %s: copying a param with shape %s from checkpoint, the shape "
-                                  "in current model is %s." % (key, state_dict[key].shape, tensor.shape))
+                                  "in current model is %s." % (key, value.shape, tensor.shape))
             else:
-                tensor.copy_(state_dict[key])
+                tensor.copy_(value)
     if strict:
         children = {n for n, _ in self._named_children()}
         for key in state_dict:
@@ -395,8 +435,24 @@ def _is_complex(v):
     return isinstance(v, ComplexTensor)
 
 
+def _one_element_into_scalars(module, state_dict, own=None):
+    """torch's _load_from_state_dict loads a shape-[1] value into a 0-d parameter or buffer (input_param[0]):
+    state_dict with those values indexed so (the same dict when there are none)."""
+    ones = [k for k, v in state_dict.items() if isinstance(v, Tensor) and tuple(v.shape) == (1,)]
+    if not ones:
+        return state_dict
+    own = _collect_entries(module, None, "", True) if own is None else own
+    scalars = [k for k in ones if k in own and own[k] is not None and tuple(own[k].shape) == ()]
+    if not scalars:
+        return state_dict
+    out = collections.OrderedDict(state_dict)
+    for k in scalars:
+        out[k] = state_dict[k][0]
+    return out
+
+
 def _load_state_dict_into(self, state_dict, strict, assign):
-    state_dict = _with_legacy_entries(self, state_dict)
+    state_dict = _one_element_into_scalars(self, _with_legacy_entries(self, state_dict))
     _check_loadable(self, state_dict, strict)
     state_dict, others = tensor_entries(self, state_dict)
     result = _load_tensors_into(self, state_dict, strict, assign)
@@ -404,13 +460,13 @@ def _load_state_dict_into(self, state_dict, strict, assign):
 
 
 def _load_tensors_into(self, state_dict, strict, assign):
-    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict)
     params = dict(self.named_parameters(remove_duplicate=False)) if assign else {}
     if any(p.is_distributed for p in params.values()):
         # Sharded parameters stay the objects fully_shard / parallelize_module manage: their values are copied in
         # (each rank its piece) instead of the parameters being replaced; the FSDP2 tutorial's checkpointer loads
         # nn.Parameter(distribute_tensor(...)) values this way with assign=True.
         assign = False
+    state_dict, complex_missing = _load_complex_buffers(self, state_dict, strict, assign)
     if not assign:
         # in the module's own order, as torch fills module by module: of two keys naming one tied tensor
         # (a decoder sharing the embedding), the later module's value is the one kept, whatever the dict order
@@ -418,17 +474,28 @@ def _load_tensors_into(self, state_dict, strict, assign):
         items = sorted(state_dict.items(), key=lambda kv: order.get(kv[0], len(order)))
         missing, unexpected = self._load_state_dict(items, strict)
         return _IncompatibleKeys(list(missing) + complex_missing, unexpected)
-    # assign: the old parameters stay untouched (torch); shapes and keys were checked above, then the buffers and
-    # other entries load as usual and each parameter becomes the state dict's tensor.
-    missing, unexpected = self._load_state_dict(
-        [(k, v) for k, v in state_dict.items() if k not in params], False)
-    missing = [k for k in missing if k not in params or k not in state_dict]
-    for name, value in state_dict.items():
-        if name in params and isinstance(value, Tensor):
-            new = value.detach()
-            new.requires_grad_(params[name].requires_grad)
-            _C._retag_memory(new, "params")  # the state dict's bytes are the parameter's now
-            self._set_parameter(name, new)
+    # assign (torch's setattr(module, name, input_param)): the old tensors stay untouched; shapes and keys were
+    # checked above. Each parameter becomes the state dict's own Parameter (its requires_grad set to the old
+    # one's), or a Parameter over the state dict's tensor; each persistent buffer becomes the state dict's tensor
+    # (its dtype and storage); non-tensor entries load as usual.
+    buffers = [k for k in _collect_entries(self, None, "", True) if k not in params]
+    assigned = [k for k in list(params) + buffers if k in state_dict and isinstance(state_dict[k], Tensor)]
+    missing, unexpected = self._load_state_dict([(k, v) for k, v in state_dict.items() if k not in assigned], False)
+    missing = [k for k in missing if k not in assigned]
+    from .modules import Parameter
+    for name in assigned:
+        value = state_dict[name]
+        if name in params:
+            if isinstance(value, Parameter):
+                value.requires_grad_(params[name].requires_grad)
+                _C._retag_memory(value, "params")  # the state dict's bytes are the parameter's now
+            else:  # over the same storage, a tensor of its own (the state dict's keeps its requires_grad)
+                value = Parameter(value.detach(), params[name].requires_grad)
+        owner, _, leaf = name.rpartition(".")
+        owner = self.get_submodule(owner) if owner else self
+        setattr(owner, leaf, value)
+        if name not in params and _has_dict(owner) and hash(getattr(owner, leaf)) == hash(value):
+            owner.__dict__.setdefault(_BUFFER_OBJECTS, {})[leaf] = value  # m.buf is the state dict's tensor
     return _IncompatibleKeys(missing + complex_missing, unexpected)
 
 

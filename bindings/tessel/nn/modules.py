@@ -67,8 +67,15 @@ class Parameter(Tensor):
         memo[id(self)] = out
         return out
 
-    def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self.detach().clone(), self.requires_grad))
+    def __copy__(self):
+        """copy.copy, as torch's (a Parameter over the same storage, the attributes shared)."""
+        out = Parameter(self.detach(), self.requires_grad)
+        for name, value in _parameter_state(self).items():
+            setattr(out, name, value)
+        return out
+
+    def __reduce_ex__(self, protocol):  # with its attributes, as torch's _rebuild_parameter_with_state
+        return (_rebuild_parameter, (self.detach().clone(), self.requires_grad, _parameter_state(self)))
 
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
@@ -76,8 +83,17 @@ class Parameter(Tensor):
     __str__ = __repr__  # print(param), as torch's
 
 
-def _rebuild_parameter(data, requires_grad):
-    return Parameter(data, requires_grad)
+def _parameter_state(p):
+    """The attributes a Parameter pickles with (torch's obj.__dict__: `p._is_hf_initialized = True`), without the
+    name tessel keeps on it for optimizers (_fqn)."""
+    return {k: v for k, v in getattr(p, "__dict__", {}).items() if k != "_fqn"}
+
+
+def _rebuild_parameter(data, requires_grad, state=None):
+    p = Parameter(data, requires_grad)
+    for name, value in (state or {}).items():
+        setattr(p, name, value)
+    return p
 
 
 class Buffer(Tensor):
@@ -806,6 +822,7 @@ def _guarded(fn, message):
 
 for _name, _fn in _METHODS.items():
     setattr(Module, _name, _guarded(_fn, _BEFORE_INIT[_name]) if _name in _BEFORE_INIT else _fn)
+Module._version = 1  # torch's: the local metadata's version a state dict records (a subclass bumps it)
 from ._dict_views import install as _install_dict_views  # noqa: E402
 _install_dict_views(Module)  # module._parameters / _buffers / _non_persistent_buffers_set, as torch's
 install_hook_dicts(Module)  # module._forward_hooks / _forward_pre_hooks / _backward_hooks / _backward_pre_hooks
