@@ -101,6 +101,11 @@ def _copy(self):
 _C.Tensor.__copy__ = _copy
 
 
+# A deepcopy memo holding this key true copies everything but tensors, which it shares (the DataLoader's worker
+# copies of a dataset: a forked worker's tensors are copy-on-write, not copies; N workers must not hold N copies).
+SHARE_TENSORS = "tessel: share tensors"
+
+
 def _deepcopy(self, memo):
     """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf over a copy of its storage, made once per storage
     for the whole deepcopy (memo["torch"]: copy.deepcopy([x, x[2:]]) keeps the two sharing, t.t() its strides),
@@ -108,6 +113,8 @@ def _deepcopy(self, memo):
     clones its own piece, with no trip through pickling); a tensor with autograd history raises torch's error."""
     if id(self) in memo:
         return memo[id(self)]
+    if memo.get(SHARE_TENSORS):
+        return self
     if not self.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
                            "at the moment.  If you were attempting to deepcopy a module, this may be because of a "

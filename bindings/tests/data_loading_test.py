@@ -176,6 +176,28 @@ def test_the_training_loops_body_runs_as_the_main_process_not_as_a_worker():
     assert seen == [(None, tessel.rand(()).item()) for _ in range(4)]
 
 
+def test_worker_copies_share_the_datasets_tensors_and_copy_the_rest():
+    # each worker deep-copied the whole dataset, tensors included: n workers over a large TensorDataset held n
+    # copies of it (a forked worker's pages are copy-on-write); its Python state stays the worker's own
+    class Table(tessel.utils.data.Dataset):
+        def __init__(self):
+            self.values, self.seen = tessel.arange(6.0), []
+
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            self.seen.append(i)
+            return self.values.data_ptr()
+
+    table = Table()
+    pointers = [int(p) for p in DataLoader(table, batch_size=None, num_workers=2)]
+    assert pointers == [table.values.data_ptr()] * 6 and table.seen == []
+    param = tessel.nn.Parameter(tessel.ones(2))
+    copied = __import__("copy").deepcopy([param, table.values])  # a plain deepcopy still copies them
+    assert copied[0].data_ptr() != param.data_ptr() and copied[1].data_ptr() != table.values.data_ptr()
+
+
 def test_the_loaders_batch_defining_attributes_are_fixed_after_construction_as_torchs():
     # setting batch_size / sampler after construction was accepted and had no effect (the batches were already
     # built from the constructor's); torch raises. in_order= is accepted (tessel's workers run in turn: in order).

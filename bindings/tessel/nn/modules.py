@@ -63,6 +63,9 @@ class Parameter(Tensor):
         """A Parameter copy (the values cloned, requires_grad kept), as torch's (it came back a plain Tensor)."""
         if id(self) in memo:
             return memo[id(self)]
+        from .._serialization import SHARE_TENSORS
+        if memo.get(SHARE_TENSORS):
+            return self
         out = Parameter(self.detach().clone(), self.requires_grad)
         memo[id(self)] = out
         return out

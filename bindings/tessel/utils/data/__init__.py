@@ -12,7 +12,8 @@ in the torch script (or DistributedSampler's seed + epoch) gives torch's orders;
 are torch's when nothing else drew MT words in torch between manual_seed and the draw (tessel's tensor draws use
 Philox and do not move the host stream; torch's model init moves its MT). num_workers > 0 loads in
 the calling process, as torch's workers would, one after another: each worker has its own deep copy of the
-dataset (as a forked worker process has: its changes reach neither the other workers nor the main process; a
+dataset (as a forked worker process has: its changes reach neither the other workers nor the main process; its
+tensors are shared, not copied, as a fork's copy-on-write pages are until written; a
 persistent worker keeps its copy across epochs, the others take a fresh one each epoch), get_worker_info()
 describes it and worker_init_fn runs once per worker, an IterableDataset is batched inside each worker and the
 workers' batches come round-robin (torch's in-order delivery), so the batches are torch's; the workers are seeded
@@ -466,12 +467,15 @@ class DataLoader:
 
 
 def _worker_copies(dataset, n):
-    """n workers' own copies of the dataset, deep copies as forked worker processes have (a worker's changes reach
-    neither the other workers nor the main process). A dataset that cannot be deep-copied (an open file, a lock, a
-    tessel.Generator: fork copies those, deepcopy cannot) is copied shallowly, with one warning (to the caller of
-    iter()) that its members are shared."""
+    """n workers' own copies of the dataset, deep copies as forked worker processes have (a worker's changes to its
+    lists, dicts and attributes reach neither the other workers nor the main process), except its tensors, which
+    the copies share (a fork's are copy-on-write: n workers over a 10 GB TensorDataset must not hold n copies; a
+    worker writing into a dataset tensor in place is seen by the others). A dataset that cannot be deep-copied (an
+    open file, a lock, a tessel.Generator: fork copies those, deepcopy cannot) is copied shallowly, with one
+    warning (to the caller of iter()) that its members are shared."""
+    from ..._serialization import SHARE_TENSORS
     try:
-        return [copy.deepcopy(dataset) for _ in range(n)]
+        return [copy.deepcopy(dataset, {SHARE_TENSORS: True}) for _ in range(n)]
     except Exception as e:  # (whatever the dataset's members raise: TypeError "cannot pickle ...", ...)
         warnings.warn("DataLoader: the dataset could not be deep-copied for the workers (%s: %s); each worker "
                       "gets a shallow copy, whose members it shares with the main process" % (type(e).__name__, e),
