@@ -2,7 +2,8 @@
 fully_shard runs after its pre-forward (torch's prepend=True) and sees the unsharded parameters; mixed precision
 casts floating tensors inside list / tuple / dict arguments and keyword arguments; copy.deepcopy of a sharded
 state dict keeps each rank's piece and placements; isinstance(layer, FSDPModule) holds for a sharded nn.Linear;
-a slice of a sharded Sequential is a plain Sequential; Module.to(dtype) after fully_shard raises instead of being
+a slice of a sharded Sequential is a plain Sequential; sharded parameters keep their Python objects (ids, attributes)
+across forward and backward; Module.to(dtype) after fully_shard raises instead of being
 undone at the next forward."""
 import copy
 import sys
@@ -160,6 +161,22 @@ def test_adagrad_on_sharded_parameters_starts_at_step_zero_through_a_step0_state
     for losses, steps in on_two_ranks(run).values():
         np.testing.assert_allclose(losses, want, rtol=1e-5)
         assert steps == [3.0] * 4
+
+
+def test_sharded_parameters_keep_their_objects_and_attributes_across_forward_and_backward():
+    # the unshard / reshard toggle dropped the sharded Parameter's Python object: an attribute set after
+    # fully_shard (torchtitan-style p.no_weight_decay tags) read MISSING after one step, and id() maps went stale
+    def body(mesh):
+        m = mlp()
+        fully_shard(m, mesh=mesh)
+        m[0].weight.no_weight_decay = True
+        ids = [id(p) for p in m.parameters()]
+        m(tessel.ones(2, 4)).sum().backward()
+        m(tessel.ones(2, 4)).sum().backward()
+        return getattr(m[0].weight, "no_weight_decay", "MISSING"), ids == [id(p) for p in m.parameters()], \
+            isinstance(m[0].weight, DTensor)
+
+    assert on_two_ranks(body) == {0: (True, True, True), 1: (True, True, True)}
 
 
 if __name__ == "__main__":

@@ -51,12 +51,10 @@ Tensor Module::RemoveParameter(const std::string& name) {
 }
 
 std::shared_ptr<void> Module::ParameterHostObject(const std::string& name) const {
+  const auto p = std::find_if(params_.begin(), params_.end(), [&](const auto& e) { return e.first == name; });
+  if (p == params_.end() || !p->second.defined()) return nullptr;
   for (const auto& [n, host] : param_hosts_) {
-    if (n != name) continue;
-    for (const auto& [pn, t] : params_) {
-      if (pn == name) return t.defined() && t.impl() == host.impl ? host.object : nullptr;
-    }
-    return nullptr;
+    if (n == name && host.impl == p->second.impl()) return host.object;
   }
   return nullptr;
 }
@@ -66,8 +64,8 @@ void Module::SetParameterHostObject(const std::string& name, std::shared_ptr<voi
   if (p == params_.end()) FailNotFound(type_name_, "parameter", name, params_);
   TESSEL_CHECK(p->second.defined(), type_name_, ": parameter '", name, "' is None; it has no object to keep");
   for (auto& [n, host] : param_hosts_) {
-    if (n == name) {
-      host = HostObject{p->second.impl(), std::move(object)};
+    if (n == name && host.impl == p->second.impl()) {
+      host.object = std::move(object);
       return;
     }
   }
@@ -259,7 +257,18 @@ void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_s
       t.impl()->set_replaced_parameter(true);
     }
     if (value.defined()) value.impl()->set_replaced_parameter(false);
-    if (!(value.defined() && t.defined() && value.impl() == t.impl())) owner->DropParameterHostObject(local);
+    if (retire_old) {
+      if (!(value.defined() && t.defined() && value.impl() == t.impl())) owner->DropParameterHostObject(local);
+    } else {
+      // A toggle between two handles of one parameter (fully_shard's sharded and unsharded): each keeps its
+      // object, so the sharded Parameter the user tagged (p.no_weight_decay = True) is the one they get back
+      // after a forward; anything else held for this name goes.
+      const TensorImpl* keep_old = t.defined() ? t.impl() : nullptr;
+      const TensorImpl* keep_new = value.defined() ? value.impl() : nullptr;
+      std::erase_if(owner->param_hosts_, [&](const auto& e) {
+        return e.first == local && e.second.impl != keep_old && e.second.impl != keep_new;
+      });
+    }
     t = std::move(value);
     return;
   }

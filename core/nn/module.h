@@ -117,7 +117,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // Python face's Parameter object), held here so that it lasts as long as the module holds that tensor: torch's
   // modules hold their Parameter objects, and code keys on them (id() maps of param groups, attributes such as
   // `p.no_weight_decay = True`, weakrefs). Null when none was set or the parameter has since become another
-  // tensor: SetParameter and RemoveParameter drop it, so a replaced tensor is not kept alive through it.
+  // tensor: SetParameter and RemoveParameter drop it, so a replaced tensor is not kept alive through it. A
+  // SetParameter that does not retire the old handle (fully_shard toggling its sharded and unsharded handles)
+  // keeps the objects of both, one per tensor, so the sharded one comes back with the sharded tensor.
   std::shared_ptr<void> ParameterHostObject(const std::string& name) const;
   void SetParameterHostObject(const std::string& name, std::shared_ptr<void> object);
   // Removes this module's own buffer `name` (kNotFound when absent) and returns it.
