@@ -1,7 +1,8 @@
 """Module forward hooks as torch.nn.Module's: a hook without with_kwargs sees forward's positional arguments as the
 call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global
 forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own; a full backward
-hook's grad_input has one entry per positional argument; torch's global backward hooks, register_multi_grad_hook
+hook's grad_input has one entry per positional argument, zeros for an input whose outputs went unused; torch's
+global backward hooks, register_multi_grad_hook
 and queue_callback (each was missing). Expected values
 were read off torch 2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones:
 the Linear gives [3, 7])."""
@@ -188,6 +189,33 @@ def test_multi_grad_hook_and_queue_callback_as_torchs():
         graph.queue_callback(lambda: None)
     with pytest.raises(ValueError, match="Expects mode to be one of"):
         graph.register_multi_grad_hook((a,), print, mode="some")
+
+
+def test_a_full_backward_hook_sees_zeros_for_inputs_whose_outputs_went_unused():
+    # torch's BackwardHookFunction materializes them: grad_input had None there, and the parameter behind the
+    # unused input kept .grad None where torch's gets zeros (what its optimizer then steps)
+    class Two(nn.Module):
+        def forward(self, a, b):
+            return a * 2, b * 3
+
+    log = []
+    m = Two()
+    m.register_full_backward_hook(lambda mod, gi, go: log.append([None if g is None else g.tolist() for g in gi]))
+    p = nn.Parameter(tessel.ones(2))
+    a = tessel.ones(2, requires_grad=True)
+    y1, _ = m(a, p * 1)
+    y1.sum().backward()
+    assert log == [[[2.0, 2.0], [0.0, 0.0]]] and p.grad.tolist() == [0.0, 0.0]
+    y1, _ = m(a, tessel.ones(2))  # an input that does not require grad: zeros too (torch's)
+    y1.sum().backward()
+    assert log[1] == [[2.0, 2.0], [0.0, 0.0]]
+    # the output side is not materialized (torch's pre-hook sees None for an unused output)
+    seen = []
+    m2 = Two()
+    m2.register_full_backward_pre_hook(lambda mod, go: seen.append([g is None for g in go]))
+    y1, _ = m2(a, p * 1)
+    y1.sum().backward()
+    assert seen == [[False, True]]
 
 
 if __name__ == "__main__":

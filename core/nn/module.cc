@@ -12,6 +12,7 @@
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
 #include "core/ops/view.h"
+#include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
 namespace tessel::nn {
@@ -468,6 +469,14 @@ TensorList ReplacedGrads(const Module& m, const char* hook, const char* what, co
 
 }  // namespace
 
+namespace {
+struct TensorSpec {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+}  // namespace
+
 TensorList Module::Call(TensorList inputs) {
   // Hooks run from copies taken when the call starts (the backward ones: at forward time, as torch's
   // BackwardHook), so a hook may remove itself or register another (torch's one-shot idiom) without
@@ -487,10 +496,24 @@ TensorList Module::Call(TensorList inputs) {
   auto bwd_pre_hooks = std::make_shared<const decltype(backward_pre_hooks_)>(backward_pre_hooks_);
   const size_t num_inputs = inputs.size();
   if (backward_hooks && any_input_requires_grad && !bwd_hooks->empty()) {
+    // torch's BackwardHookFunction materializes the gradient of a floating input that got none (its outputs were
+    // not used, or it does not require grad) as zeros: the hooks see zeros, and the tensors behind an input that
+    // requires grad get a zero .grad, not None
+    // (a DTensor input keeps None: its zeros would need its placements)
+    std::vector<std::optional<TensorSpec>> zero_if_unused;
+    for (const Tensor& t : inputs) {
+      zero_if_unused.push_back(t.defined() && IsFloating(t.dtype()) && !t.is_distributed()
+                                   ? std::optional<TensorSpec>(TensorSpec{t.sizes(), t.dtype(), t.device()})
+                                   : std::nullopt);
+    }
     inputs = autograd::ApplyBackwardFunction(
-        "BackwardHookFunction", inputs, [this, alive, bwd_hooks, grad_outputs](const TensorList& g) {
+        "BackwardHookFunction", inputs, [this, alive, bwd_hooks, grad_outputs, zero_if_unused](const TensorList& g) {
           if (alive.expired()) return g;
           TensorList grad_inputs = g;
+          for (size_t i = 0; i < grad_inputs.size() && i < zero_if_unused.size(); ++i) {
+            const std::optional<TensorSpec>& spec = zero_if_unused[i];
+            if (!grad_inputs[i].defined() && spec) grad_inputs[i] = Zeros(spec->shape, spec->dtype, spec->device);
+          }
           for (auto& [id, hook] : *bwd_hooks) {
             if (std::optional<TensorList> r = hook(*this, grad_inputs, *grad_outputs)) {
               grad_inputs = ReplacedGrads(*this, "backward hook", "grad_input", grad_inputs, std::move(*r));
