@@ -1,11 +1,10 @@
 """Module forward hooks as torch.nn.Module's: a hook without with_kwargs sees forward's positional arguments as the
-call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global
-forward hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own; a full backward
-hook's grad_input has one entry per positional argument, zeros for an input whose outputs went unused; torch's
-global backward hooks, register_multi_grad_hook
-and queue_callback (each was missing). Expected values
-were read off torch 2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones:
-the Linear gives [3, 7])."""
+call passed them (numbers and None included, not only the tensors) and may rewrite any of them; the global forward
+hooks (torch.nn.modules.module.register_module_forward_hook) run before the module's own; a full backward hook's
+grad_input has one entry per positional argument, zeros for an input whose outputs went unused; torch's global
+backward hooks, register_multi_grad_hook and queue_callback (each was missing). Expected values were read off torch
+2.15 running the same code (a 2x2 Linear with weight [[1, 2], [3, 4]] and no bias, x = ones: the Linear gives [3,
+7])."""
 import sys
 
 import numpy as np
