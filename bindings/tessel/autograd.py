@@ -42,7 +42,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     if materialize_grads:
         from ._tensor import zeros_like
-        result = [g if g is not None else zeros_like(x) for g, x in zip(result, inputs)]
+        result = [g if g is not None else zeros_like(x, requires_grad=bool(create_graph))  # (torch's)
+                  for g, x in zip(result, inputs)]
     return tuple(result)
 
 
@@ -84,7 +85,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if not inputs:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     # only the nodes on a path to the inputs run; their leaves accumulate as in a full backward (hooks,
-    # post-accumulate hooks), non-leaf inputs get .grad (core/autograd/engine.h)
+    # post-accumulate hooks), non-leaf inputs get .grad (core/autograd/engine.h) and, as torch's, retain it from
+    # then on (retain_grad(); it refuses a tensor that does not require grad with torch's words)
+    for t in inputs:
+        if not t.is_leaf or not t.requires_grad:
+            t.retain_grad()
     _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph), list(inputs))
     _post_backward()
 

@@ -1,7 +1,8 @@
-"""Custom autograd.Function against torch 2.15, from the thirty-ninth session's sweep (each expected value or
-message below is what torch 2.15 printed for the same script): apply's keyword arguments and setup_context's bound
-inputs, save_for_backward under saved_tensors_hooks, y.grad_fn as the ctx, vjp, mark_dirty under no_grad and with
-retain_grad, backward's result checks, and saved_tensors in forward and with clear_saved_tensors_on_access.
+"""Custom autograd.Function and autograd.backward / grad against torch 2.15, from the thirty-ninth session's sweep
+(each expected value or message below is what torch 2.15 printed for the same script): apply's keyword arguments
+and setup_context's bound inputs, save_for_backward under saved_tensors_hooks, y.grad_fn as the ctx, vjp,
+mark_dirty under no_grad and with retain_grad, backward's result checks, saved_tensors in forward and with
+clear_saved_tensors_on_access, backward(inputs=) retaining .grad, and materialized zeros under create_graph.
 """
 import numpy as np
 import pytest
@@ -333,6 +334,25 @@ def test_saved_tensors_are_empty_in_forward_and_readable_once_when_cleared_on_ac
         clear_saved_tensors_on_access = True
     with pytest.raises(RuntimeError, match="saved_tensors can only be accessed once"):
         PeekOnce.apply(x).sum().backward()  # (reading them in forward was the one access)
+
+
+def test_backward_inputs_turn_on_retains_grad():
+    x = tessel.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    (y * 3).sum().backward(inputs=[y], retain_graph=True)
+    assert y.grad.tolist() == [3.0, 3.0] and y.retains_grad and x.grad is None
+    (y * 3).sum().backward()
+    assert y.grad.tolist() == [6.0, 6.0] and x.grad.tolist() == [6.0, 6.0]
+    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+        (x * 3).sum().backward(inputs=[x, ones(2)])
+
+
+def test_materialized_gradients_require_grad_under_create_graph():
+    x, z = ones(2, requires_grad=True), ones(3, requires_grad=True)
+    g = tessel.autograd.grad((x * 2).sum(), [x, z], materialize_grads=True, create_graph=True)
+    assert [t.requires_grad for t in g] == [False, True] and g[1].tolist() == [0.0] * 3 and g[1].is_leaf
+    g = tessel.autograd.grad((x * 2).sum(), [x, z], materialize_grads=True)
+    assert [t.requires_grad for t in g] == [False, False]
 
 
 if __name__ == "__main__":
