@@ -1,8 +1,9 @@
-"""Custom autograd.Function and autograd.backward / grad against torch 2.15, from the thirty-ninth session's sweep
-(each expected value or message below is what torch 2.15 printed for the same script): apply's keyword arguments
-and setup_context's bound inputs, save_for_backward under saved_tensors_hooks, y.grad_fn as the ctx, vjp,
-mark_dirty under no_grad and with retain_grad, backward's result checks, saved_tensors in forward and with
-clear_saved_tensors_on_access, backward(inputs=) retaining .grad, and materialized zeros under create_graph.
+"""Custom autograd.Function, autograd.backward / grad and tensor hooks against torch 2.15, from the thirty-ninth
+session's sweep (each expected value or message below is what torch 2.15 printed for the same script): apply's
+keyword arguments and setup_context's bound inputs, save_for_backward under saved_tensors_hooks, y.grad_fn as the
+ctx, vjp, mark_dirty under no_grad and with retain_grad, backward's result checks, saved_tensors in forward and with
+clear_saved_tensors_on_access, backward(inputs=) retaining .grad, materialized zeros under create_graph, and
+post-accumulate-grad hooks that return a value.
 """
 import numpy as np
 import pytest
@@ -353,6 +354,13 @@ def test_materialized_gradients_require_grad_under_create_graph():
     assert [t.requires_grad for t in g] == [False, True] and g[1].tolist() == [0.0] * 3 and g[1].is_leaf
     g = tessel.autograd.grad((x * 2).sum(), [x, z], materialize_grads=True)
     assert [t.requires_grad for t in g] == [False, False]
+
+
+def test_a_post_accumulate_grad_hook_must_return_none():
+    w = ones(2, requires_grad=True)
+    w.register_post_accumulate_grad_hook(lambda t: t.grad * 0)
+    with pytest.raises(RuntimeError, match="Tensor post accumulate grad hooks should return None."):
+        (w * 3).sum().backward()
 
 
 if __name__ == "__main__":
