@@ -1,16 +1,20 @@
-"""Custom autograd.Function, autograd.backward / grad and tensor hooks against torch 2.15, from the thirty-ninth
-session's sweep (each expected value or message below is what torch 2.15 printed for the same script): apply's
-keyword arguments and setup_context's bound inputs, save_for_backward under saved_tensors_hooks, y.grad_fn as the
-ctx, vjp, mark_dirty under no_grad and with retain_grad, backward's result checks, saved_tensors in forward and with
-clear_saved_tensors_on_access, backward(inputs=) retaining .grad, materialized zeros under create_graph, and
-post-accumulate-grad hooks that return a value.
+"""Custom autograd.Function, autograd.backward / grad, tensor and module hooks against torch 2.15, from the
+thirty-ninth session's sweep (each expected value or message below is what torch 2.15 printed for the same script):
+apply's keyword arguments and setup_context's bound inputs, save_for_backward under saved_tensors_hooks, y.grad_fn
+as the ctx, vjp, mark_dirty under no_grad and with retain_grad, backward's result checks, saved_tensors in forward
+and with clear_saved_tensors_on_access, backward(inputs=) retaining .grad, materialized zeros under create_graph,
+post-accumulate-grad hooks that return a value, full backward (pre-)hooks' grad_output per output element, hook
+handle ids and flag dicts, and always_call forward hooks that raise after forward raised.
 """
+import warnings
+
 import numpy as np
 import pytest
 
 import tessel
 
 F = tessel.autograd.Function
+nn = tessel.nn
 
 
 def ones(*shape, requires_grad=False):
@@ -361,6 +365,98 @@ def test_a_post_accumulate_grad_hook_must_return_none():
     w.register_post_accumulate_grad_hook(lambda t: t.grad * 0)
     with pytest.raises(RuntimeError, match="Tensor post accumulate grad hooks should return None."):
         (w * 3).sum().backward()
+
+
+class OutNone(nn.Module):
+    def forward(self, x):
+        return x * 2, None
+
+
+class Mixed(nn.Module):
+    def forward(self, x):
+        return 5, x * 2, None, x * 3
+
+
+def test_full_backward_hooks_see_one_grad_output_per_output_element():
+    m, log = OutNone(), []
+    m.register_full_backward_pre_hook(lambda mod, go: log.append(("pre", [g is None for g in go])))
+    m.register_full_backward_hook(lambda mod, gi, go: log.append(("h", len(gi), [g is None for g in go])))
+    x = ones(2, requires_grad=True)
+    y, n = m(x)
+    y.sum().backward()
+    assert n is None and log == [("pre", [False, True]), ("h", 1, [False, True])]
+    m = OutNone()
+    m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 5, None))
+    x = ones(2, requires_grad=True)
+    m(x)[0].sum().backward()
+    assert x.grad.tolist() == [10.0, 10.0]
+    m, log = Mixed(), []
+    m.register_full_backward_pre_hook(lambda mod, go: (log.append([g is None for g in go]),
+                                                       (None, go[1] * 5, None, go[3] * 7))[1])
+    x = ones(1, requires_grad=True)
+    out = m(x)
+    (out[1] + out[3]).sum().backward()
+    assert log == [[True, False, True, False]] and x.grad.tolist() == [31.0]
+    m = Mixed()
+    m.register_full_backward_pre_hook(lambda mod, go: (go[1], go[3]))
+    out = m(ones(1, requires_grad=True))
+    with pytest.raises(RuntimeError, match="Backward pre hook returned an invalid number of grad_output, got 2, but "
+                                           "expected 4"):
+        (out[1] + out[3]).sum().backward()
+
+
+def test_hook_handles_have_ids_and_modules_torchs_flag_dicts():
+    m = nn.Identity()
+    f = lambda *a: None  # noqa: E731
+    h = m.register_forward_hook(f, with_kwargs=True, always_call=True)
+    plain = m.register_forward_hook(f)
+    pre = m.register_forward_pre_hook(f, with_kwargs=True)
+    bw = m.register_full_backward_hook(f)
+    assert type(h.id) is int and h.id in m._forward_hooks and bw.id in m._backward_hooks
+    assert dict(m._forward_hooks_with_kwargs) == {h.id: True} and dict(m._forward_hooks_always_called) == {h.id: True}
+    assert plain.id not in m._forward_hooks_with_kwargs and dict(m._forward_pre_hooks_with_kwargs) == {pre.id: True}
+    h.remove()
+    assert len(m._forward_hooks_with_kwargs) == 0 and len(m._forward_hooks_always_called) == 0
+
+
+class Boom(nn.Module):
+    def forward(self, x):
+        raise ValueError("boom")
+
+
+def hook_raising(mod, args, out):
+    raise KeyError("hook")
+
+
+def test_an_always_call_hook_raising_after_forward_raised_is_a_warning():
+    m = Boom()
+    m.register_forward_hook(hook_raising, always_call=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="boom"):
+            m(ones(1))
+    assert [str(w.message) for w in caught] == [
+        "module forward hook with ``always_call=True`` raised an exception that was silenced as another error was "
+        "raised in forward: 'hook'"]
+    handle = tessel.nn.modules.module.register_module_forward_hook(hook_raising, always_call=True)
+    try:
+        with pytest.warns(UserWarning, match="^global module forward hook with ``always_call=True`` raised an "
+                                             "exception that was silenced as another error was raised in forward: "
+                                             "'hook'$"):
+            with pytest.raises(ValueError, match="boom"):
+                Boom()(ones(1))
+    finally:
+        handle.remove()
+
+
+def test_an_always_call_hook_that_ran_does_not_run_again_when_a_later_hook_raises():
+    log = []
+    m = nn.Identity()
+    m.register_forward_hook(lambda mod, a, o: log.append(o is None), always_call=True)
+    m.register_forward_hook(hook_raising)
+    with pytest.raises(KeyError, match="hook"):
+        m(ones(1))
+    assert log == [False]
 
 
 if __name__ == "__main__":
