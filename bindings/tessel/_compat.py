@@ -479,7 +479,8 @@ def _register_post_accumulate_grad_hook(self, hook):
         fn = holder[0]
         if fn is not None:
             target = ref() if ref is not None else None
-            fn(target if target is not None else leaf)
+            if fn(target if target is not None else leaf) is not None:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")  # (torch's)
 
     return _HookHandle(holder, self._register_post_accumulate_grad_hook(call))
 
@@ -605,8 +606,8 @@ def _norm(self, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 
 Tensor.norm = _norm
 
-FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin", "clamp",
-                  "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
+FUNCTION_FORMS = ("sum", "mean", "var", "std", "mm", "bmm", "transpose", "reshape", "max", "min", "argmax", "argmin",
+                  "clamp", "flatten", "permute", "unsqueeze", "squeeze", "chunk", "split", "norm", "pow", "amax", "neg",
                   "masked_fill", "narrow", "select", "detach", "clone", "as_strided")
 
 

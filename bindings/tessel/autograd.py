@@ -9,6 +9,7 @@ differentiable raises NotImplementedError naming it. is_grads_batched=True (torc
 products, e.g. a Jacobian's rows) runs one backward per row of grad_outputs and stacks them (torch uses vmap;
 the values are the same).
 """
+import inspect
 import threading
 import weakref
 
@@ -41,7 +42,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     if materialize_grads:
         from ._tensor import zeros_like
-        result = [g if g is not None else zeros_like(x) for g, x in zip(result, inputs)]
+        result = [g if g is not None else zeros_like(x, requires_grad=bool(create_graph))  # (torch's)
+                  for g, x in zip(result, inputs)]
     return tuple(result)
 
 
@@ -83,7 +85,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if not inputs:
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     # only the nodes on a path to the inputs run; their leaves accumulate as in a full backward (hooks,
-    # post-accumulate hooks), non-leaf inputs get .grad (core/autograd/engine.h)
+    # post-accumulate hooks), non-leaf inputs get .grad (core/autograd/engine.h) and, as torch's, retain it from
+    # then on (retain_grad(); it refuses a tensor that does not require grad with torch's words)
+    for t in inputs:
+        if not t.is_leaf or not t.requires_grad:
+            t.retain_grad()
     _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph), list(inputs))
     _post_backward()
 
@@ -187,15 +193,42 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     return _MultiHandle([t.register_hook(collect(i)) for i, t in enumerate(tensors)])
 
 
+def _type_name(obj):
+    """A type as torch's messages name it (CPython's tp_name): a class statement's by its name, a built-in type
+    by its module and name (float, numpy.ndarray)."""
+    t = type(obj)
+    if t.__flags__ & (1 << 9) or t.__module__ == "builtins":  # Py_TPFLAGS_HEAPTYPE
+        return t.__name__
+    return "%s.%s" % (t.__module__, t.__name__)
+
+
+_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+          "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+          "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+          "if you need to access saved tensors after calling backward.")
+_CLEARED = ("saved_tensors can only be accessed once when clear_saved_tensors_on_access=True is set on the "
+            "autograd.Function. Either access saved_tensors only once, or set clear_saved_tensors_on_access=False.")
+
+
+def _unpacked(unpack_hook, packed):
+    t = unpack_hook(packed)
+    if not isinstance(t, _C.Tensor):
+        raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result of type %s"
+                        % _type_name(t))
+    return t
+
+
 class FunctionCtx:
     """What forward and backward share (torch's ctx): save_for_backward / saved_tensors, needs_input_grad,
     mark_non_differentiable, mark_dirty, set_materialize_grads, and any attribute the function sets."""
 
     def __init__(self):
-        self._saved = ()
+        self._to_save = ()  # save_for_backward's tensors: saved_tensors shows them once apply() has ended
+        self._saved = None  # set when apply() ends (None before: torch's saved_tensors is empty in forward)
+        self._packed = None  # under saved_tensors_hooks: (unpack_hook, packed) per saved tensor (None for None)
         self._saved_versions = None  # recorded when apply() ends, checked on every read (torch's SavedVariable)
         self._saved_outputs = {}  # saved index -> output index, for the function's own outputs it saved
-        self._released = False
+        self._released = self._cleared = self._clear_on_access = False
         self._name = "Function"
         self.needs_input_grad = ()
         self._non_differentiable = set()
@@ -203,33 +236,44 @@ class FunctionCtx:
         self._materialize_grads = True
 
     def save_for_backward(self, *tensors):
-        if not all(t is None or isinstance(t, _C.Tensor) for t in tensors):
-            raise TypeError("save_for_backward can only save variables, but argument is of another type")
-        self._saved = tuple(tensors)
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, _C.Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument %d is of type %s"
+                                % (i, _type_name(t)))
+        self._to_save = tuple(tensors)
 
     @property
     def saved_tensors(self):
-        """The tensors save_for_backward kept: freed by a backward without retain_graph, and refused if one was
-        written in place since apply() (both as torch's)."""
+        """The tensors save_for_backward kept (empty inside forward, as torch's): freed by a backward without
+        retain_graph, refused if one was written in place since apply(), read through the unpack hook of the
+        saved_tensors_hooks in force at apply() (on every read), and readable once with the Function's
+        clear_saved_tensors_on_access (all as torch's)."""
+        if self._cleared:
+            raise RuntimeError(_CLEARED)
+        if self._saved is None:  # (a read in forward is the one read clear_saved_tensors_on_access allows, as torch)
+            self._cleared = self._clear_on_access
+            return ()
         if self._released:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved tensors "
-                               "after they have already been freed). Saved intermediate values of the graph are "
-                               "freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you "
-                               "need to backward through the graph a second time or if you need to access saved "
-                               "tensors after calling backward.")
-        for i, (t, v) in enumerate(zip(self._saved, self._saved_versions or ())):
-            if t is not None and t._version != v:
-                raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
-                                   "inplace operation: saved tensor %d of '%s' (shape %s) is at version %d; expected "
-                                   "version %d" % (i, self._name, list(t.shape), t._version, v))
+            raise RuntimeError(_FREED)
+        if self._packed is not None:  # (torch checks no versions for what the hooks hold)
+            saved = tuple(None if p is None else _unpacked(*p) for p in self._packed)
+        else:
+            saved = self._saved
+            for i, (t, v) in enumerate(zip(saved, self._saved_versions or ())):
+                if t is not None and t._version != v:
+                    raise RuntimeError("one of the variables needed for gradient computation has been modified by "
+                                       "an inplace operation: saved tensor %d of '%s' (shape %s) is at version %d; "
+                                       "expected version %d" % (i, self._name, list(t.shape), t._version, v))
         if self._saved_outputs and _C.is_grad_enabled():  # a create_graph backward: saved outputs keep their graph
-            return tuple(_C._reattach_function_output(t, self._saved_outputs[i]) if i in self._saved_outputs else t
-                         for i, t in enumerate(self._saved))
-        return self._saved
+            saved = tuple(_C._reattach_function_output(t, self._saved_outputs[i]) if i in self._saved_outputs
+                          else t for i, t in enumerate(saved))
+        if self._clear_on_access:
+            self._cleared, self._saved, self._packed, self._saved_handles = True, (), None, ()
+        return saved
 
     def _release(self):
-        if self._saved:
-            self._released, self._saved, self._saved_handles = True, (), ()
+        if self._saved or self._packed:
+            self._released, self._saved, self._packed, self._saved_handles = True, (), None, ()
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(t) for t in tensors)
@@ -243,18 +287,130 @@ class FunctionCtx:
         self._dirty = tuple(tensors)
 
 
+class BackwardCFunction(FunctionCtx):
+    """torch's class of a custom Function's ctx (one subclass per Function, named as its node: ExpBackward), which
+    is also what y.grad_fn shows (its attributes, saved_tensors, needs_input_grad): apply(*grads) runs the
+    Function's backward (or vjp) on them."""
+    _forward_cls = None
+
+    def apply(self, *grads):
+        return _user_backward(self._forward_cls)(self, *grads)
+
+
+# y.grad_fn of a custom Function's output -> its ctx (_GradFn reads the ctx's attributes): keyed by the node's
+# address (its hash), not the node (which would keep the graph alive), and dropped with the ctx (the node holds
+# it through its backward closure); the node's name guards against a reused address.
+_FUNCTION_CTXS = weakref.WeakValueDictionary()
+
+
+def _function_ctx(node):
+    ctx = _FUNCTION_CTXS.get(hash(node))
+    return ctx if ctx is not None and ctx._name == node.name() else None
+
+
+def _user_backward(cls):
+    """torch's BackwardCFunction._get_user_fn: the Function's backward, or its vjp (never both)."""
+    backward_fn, vjp_fn = cls.backward, cls.vjp
+    if backward_fn is not Function.backward and vjp_fn is not Function.vjp:
+        raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. You should "
+                           "only implement one of them.")
+    return vjp_fn if vjp_fn is not Function.vjp else backward_fn
+
+
+def _forward_signature(cls):
+    cached = cls.__dict__.get("_tessel_forward_signature")
+    if cached is None or cached[0] is not cls.forward:
+        cached = (cls.forward, inspect.signature(cls.forward))
+        setattr(cls, "_tessel_forward_signature", cached)
+    return cached[1]
+
+
+def _bind_default_args(cls, args, kwargs):
+    """torch's _bind_default_args, for a Function with setup_context: forward's signature binds the call with its
+    defaults filled in; the bound positions are forward's arguments and setup_context's `inputs`."""
+    bound = _forward_signature(cls).bind(*args, **kwargs)
+    bound.apply_defaults()
+    if bound.kwargs:  # (keyword-only parameters: torch's apply passes positions only)
+        raise TypeError("forward() got an unexpected keyword argument '%s'" % next(iter(bound.kwargs)))
+    return bound.args
+
+
+def _bind_keywords(cls, args, kwargs):
+    """torch's apply for forward(ctx, ...) called with keywords: each goes to the position of forward's parameter
+    of that name (after ctx), and every position up to the last one given must be given (defaults are not filled
+    in), so a tensor passed by keyword is an input like any other."""
+    params = list(_forward_signature(cls).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = []
+    for p in params[1:] if params and params[0].kind in positional else ():
+        if p.kind not in positional:
+            break
+        names.append(p.name)
+    placed = {}
+    for key, value in kwargs.items():
+        i = names.index(key) if key in names else -1
+        if i < 0 or params[i + 1].kind != inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            raise TypeError("forward() got an unexpected keyword argument '%s'" % key)
+        if i < len(args):
+            raise TypeError("forward() got multiple values for argument '%s'" % key)
+        placed[i] = value
+    bound = list(args)
+    for i in range(len(args), max(placed) + 1):
+        if i not in placed:
+            raise TypeError("forward() missing required argument: '%s' (position %d)" % (names[i], i))
+        bound.append(placed[i])
+    return tuple(bound)
+
+
+def _checked_gradients(name, result, arg_metas, n_args):
+    """backward's result as torch's checks it: one gradient per forward argument (extra trailing Nones
+    dropped), None for a non-tensor argument, a tensor or None for a tensor one; the gradients of the inputs that
+    require grad, summed down to their shapes where they broadcast (those of the others are ignored)."""
+    if not isinstance(result, tuple):
+        result = (result,)
+    if len(result) > n_args and all(r is None for r in result[n_args:]):
+        result = result[:n_args]  # torch accepts extra trailing None gradients
+    if len(result) != n_args:
+        raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
+                           % (name, n_args, len(result)))
+    picked = []
+    for i, g in enumerate(result):
+        meta = arg_metas.get(i)
+        if meta is None:
+            if g is not None:
+                raise RuntimeError("function %s returned a gradient different than None at position %d, but the "
+                                   "corresponding forward input was not a Variable" % (name, i + 1))
+            continue
+        if g is not None and not isinstance(g, _C.Tensor):
+            raise RuntimeError("expected Variable or None (got %s)" % _type_name(g))
+        want, wants_grad = meta
+        if g is None or not wants_grad:
+            picked.append(None)
+            continue
+        if tuple(g.shape) != want:
+            if not _expandable(want, tuple(g.shape)):
+                raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but expected shape "
+                                   "compatible with %s" % (name, i, list(g.shape), list(want)))
+            g = g.sum_to_size(*want)  # torch's: a gradient the input broadcasts to is summed down
+        picked.append(g)
+    return picked
+
+
 class _FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         super().__init__(name, bases, attrs)
         cls._backward_name = name + "Backward"
+        cls._backward_cls = type(cls._backward_name, (BackwardCFunction,),
+                                 {"_forward_cls": cls, "__module__": cls.__module__})
 
 
 class Function(metaclass=_FunctionMeta):
     """torch.autograd.Function: subclass with static forward(ctx, *args) and backward(ctx, *grad_outputs)
-    (or forward(*args) plus setup_context(ctx, inputs, output), torch 2's form) and call Cls.apply(*args).
+    (or vjp; or forward(*args) plus setup_context(ctx, inputs, output), torch 2's form) and call Cls.apply(*args).
     forward runs without recording; its tensor outputs become one node of the graph whose backward calls
     yours: one gradient per forward argument (None for non-tensors or no gradient), each checked against
-    its input's shape."""
+    its input's shape. Keyword arguments are bound to forward's parameters as torch's apply binds them."""
+    clear_saved_tensors_on_access = False
 
     @staticmethod
     def forward(*args, **kwargs):
@@ -273,11 +429,16 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        ctx = FunctionCtx()
-        ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
         separate = cls.setup_context is not Function.setup_context
+        if separate:
+            args = _bind_default_args(cls, args, kwargs)
+        elif kwargs:
+            args = _bind_keywords(cls, args, kwargs)
+        ctx = cls._backward_cls()
+        ctx._clear_on_access = bool(cls.clear_saved_tensors_on_access)
+        ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
         with _C._GradMode(False):
-            out = cls.forward(*args, **kwargs) if separate else cls.forward(ctx, *args, **kwargs)
+            out = cls.forward(*args) if separate else cls.forward(ctx, *args)
         if separate:
             cls.setup_context(ctx, args, out)
         single = isinstance(out, _C.Tensor)
@@ -289,6 +450,8 @@ class Function(metaclass=_FunctionMeta):
         differentiable = [id(t) not in ctx._non_differentiable for t in tensors]
         name = ctx._name = cls._backward_name
         metas = [(tuple(t.shape), t.dtype) for t in tensors]
+        # (as _C._apply_function decides: a node is recorded, and saved tensors packed, only then)
+        recording = _C.is_grad_enabled() and any([t.requires_grad for t in inputs])
         # What backward needs of the call, and nothing that holds its outputs: the closure lives in the graph node
         # the outputs point at (a C++ reference the cycle collector cannot see), so a closure over `outs` or
         # `args` (a dirty input becomes an output) kept every output, its storage and the ctx alive for good.
@@ -301,30 +464,7 @@ class Function(metaclass=_FunctionMeta):
             full = [None] * n_outs
             for slot, g, (shape, dtype) in zip(slots, grads, metas):
                 full[slot] = g if g is not None or not ctx._materialize_grads else _C._full(list(shape), 0.0, dtype)
-            result = cls.backward(ctx, *full)
-            if not isinstance(result, tuple):
-                result = (result,)
-            if len(result) > n_args and all(r is None for r in result[n_args:]):
-                result = result[:n_args]  # torch accepts extra trailing None gradients
-            if len(result) != n_args:
-                raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
-                                   % (name, n_args, len(result)))
-            picked = []
-            for i in arg_slots:
-                g = result[i]
-                want, wants_grad = arg_metas[i]
-                if g is not None:
-                    if not isinstance(g, _C.Tensor):
-                        raise TypeError("function %s returned a gradient of type %s for input %d (expected a "
-                                        "Tensor or None)" % (name, type(g).__name__, i))
-                    if tuple(g.shape) != want:
-                        if not _expandable(want, tuple(g.shape)):
-                            raise RuntimeError("Function %s returned an invalid gradient at index %d - got %s but "
-                                               "expected shape compatible with %s"
-                                               % (name, i, list(g.shape), list(want)))
-                        g = g.sum_to_size(*want)  # torch's: a gradient the input broadcasts to is summed down
-                picked.append(g if wants_grad else None)
-            return picked
+            return _checked_gradients(name, _user_backward(cls)(ctx, *full), arg_metas, n_args)
 
         dirty, ctx._dirty = ctx._dirty, ()  # (the ctx lives in the node: holding the outputs, it would keep them)
         for d in dirty:
@@ -333,32 +473,53 @@ class Function(metaclass=_FunctionMeta):
             if not any(d is o for o in tensors):
                 raise RuntimeError("Some elements marked as dirty during the forward method were not returned as "
                                    "output. The inputs that are modified inplace must all be outputs of the Function.")
-            if d.is_leaf and d.requires_grad:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation "
-                                   "(%s; wrap it in `with tessel.no_grad():`)" % name)
+            if recording and d.is_leaf and d.requires_grad:  # (under no_grad: a plain in-place write, as torch)
+                raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
         recorded = _C._apply_function(name, inputs, tensors, differentiable, backward, ctx._materialize_grads,
                                       ctx._release)
-        # A second handle on each saved tensor (as torch's SavedVariable holds one): an in-place write to it then
-        # goes into its memory and bumps its version (tessel/_inplace.py rebinds only unshared tensors), so the
-        # version read at backward tells whether it changed.
         # torch's SavedVariable of an output: read in a create_graph backward, it is the output with this node's
         # history again (Exp's `grad * result` is then differentiable in x), not a constant
-        ctx._saved_outputs = {i: k for i, t in enumerate(ctx._saved) for k, o in enumerate(tensors) if t is o}
+        to_save, ctx._to_save = ctx._to_save, ()
+        ctx._saved_outputs = {i: k for i, t in enumerate(to_save) for k, o in enumerate(tensors) if t is o}
         for i, t in zip(slots, recorded):
             d = next((d for d in dirty if d is outs[i]), None)
             if d is None:
                 outs[i] = t
-            elif d._sole_handle():
-                d._rebind_(t)  # the input object becomes the output: its history is now this node
-            else:  # a view or a shared tensor: the values are already in its memory; give it (and its base) the history
-                d._record_in_place(t)
+            elif not recording:  # torch's: the write counts (its version moves on), no history; one that requires
+                d._bump_version_()  # grad comes back as a detached alias
+                if d.requires_grad:
+                    outs[i] = d.detach()
+            else:  # torch's retain_grad follows the tensor (and a view's base) to the new history
+                base = d._base
+                retained = [r for r in (d, base) if r is not None and r.retains_grad]
+                if d._sole_handle():
+                    d._rebind_(t)  # the input object becomes the output: its history is now this node
+                else:  # a view or a shared tensor: the values are in its memory already; give it (and its base) the
+                    d._record_in_place(t)  # history
+                for r in retained:
+                    r.retain_grad()
+        if recording:  # (y.grad_fn.foo, y.grad_fn.apply: _GradFn reads the ctx)
+            for t in recorded:
+                node = _grad_fn_cpp.__get__(t)
+                if node is not None and node.name() == name:
+                    _FUNCTION_CTXS[hash(node)] = ctx
+                    break
         # Saved outputs (a dirty input included) are kept without this node's history, as torch's SavedVariable of
         # an output: the output itself would hold the node that holds the ctx (a cycle through C++ the collector
         # cannot see, so a saved dirty input lived forever); a create_graph read re-attaches them (saved_tensors).
         # The handles and versions are taken after the rebind above, so it does not count as a write to them.
-        ctx._saved = tuple(t.detach() if i in ctx._saved_outputs else t for i, t in enumerate(ctx._saved))
-        ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in ctx._saved)
-        ctx._saved_versions = tuple(t._version if t is not None else 0 for t in ctx._saved)
+        saved = tuple(t.detach() if i in ctx._saved_outputs else t for i, t in enumerate(to_save))
+        hooks = _saved_tensors_hooks_in_force() if recording else None
+        if hooks is not None:  # torch's: packed once here, unpacked on every read (nothing else kept)
+            pack, unpack = hooks
+            ctx._saved, ctx._packed = (), tuple(None if t is None else (unpack, pack(t)) for t in saved)
+        else:
+            # A second handle on each saved tensor (as torch's SavedVariable holds one): an in-place write to it then
+            # goes into its memory and bumps its version (tessel/_inplace.py rebinds only unshared tensors), so the
+            # version read at backward tells whether it changed.
+            ctx._saved = saved
+            ctx._saved_handles = tuple(_C.Tensor(t) if t is not None else None for t in saved)
+            ctx._saved_versions = tuple(t._version if t is not None else 0 for t in saved)
         if single:
             return outs[0]
         return tuple(outs) if isinstance(out, tuple) else outs if isinstance(out, list) else outs[0]
@@ -396,16 +557,24 @@ def __getattr__(name):
     raise AttributeError("module 'tessel.autograd' has no attribute %r" % name)
 
 
-# On this thread: .message, the innermost disable_saved_tensors_hooks' (None outside), and .active, how many
-# saved_tensors_hooks are entered.
+# On this thread: .message, the innermost disable_saved_tensors_hooks' (None outside), .active, how many
+# saved_tensors_hooks are entered, and .stack, their (pack_hook, unpack_hook), innermost last (a custom Function's
+# save_for_backward packs with them: Function.apply).
 _hooks_disabled = threading.local()
+
+
+def _saved_tensors_hooks_in_force():
+    stack = getattr(_hooks_disabled, "stack", None)
+    return stack[-1] if stack else None
 
 
 class saved_tensors_hooks:
     """torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook): while entered (on this thread), every
     tensor autograd saves for backward goes through pack_hook (which may return any object: a compressed or
     offloaded copy, a file name) and backward gets unpack_hook(that object), which must give back a tensor of
-    the saved one's shape (core/autograd/saved_tensor_hooks.h). The innermost entered hooks win."""
+    the saved one's shape (core/autograd/saved_tensor_hooks.h). The innermost entered hooks win. A custom
+    Function's save_for_backward goes through them too, as torch's: each tensor packed once when apply() ends (if
+    it recorded a node), unpacked on every read of ctx.saved_tensors."""
 
     def __init__(self, pack_hook, unpack_hook):
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
@@ -419,11 +588,15 @@ class saved_tensors_hooks:
         guard.__enter__()
         self._entered.append(guard)
         _hooks_disabled.active = getattr(_hooks_disabled, "active", 0) + 1
+        if not hasattr(_hooks_disabled, "stack"):
+            _hooks_disabled.stack = []
+        _hooks_disabled.stack.append((self.pack_hook, self.unpack_hook))
         return self
 
     def __exit__(self, *exc):
         self._entered.pop().__exit__(None, None, None)
         _hooks_disabled.active -= 1
+        _hooks_disabled.stack.pop()
         return False
 
 
@@ -591,7 +764,19 @@ class _GradFn:
         return tuple((_typed_node(n), i) for n, i in self._node.next_functions)
 
     def __getattr__(self, name):
-        return getattr(self._node, name)
+        try:
+            return getattr(self._node, name)
+        except AttributeError:
+            ctx = _function_ctx(self._node)  # a custom Function's node: its ctx's (torch's grad_fn *is* the ctx)
+            if ctx is None:
+                raise
+        return getattr(ctx, name)
+
+    def __setattr__(self, name, value):
+        ctx = _function_ctx(self._node)
+        if ctx is None:
+            raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+        setattr(ctx, name, value)
 
     def __eq__(self, other):
         return self._node == (other._node if isinstance(other, _GradFn) else other)

@@ -1478,7 +1478,8 @@ def test_mark_dirty_makes_the_modified_input_the_output_with_the_functions_histo
     assert h.tolist() == [1.0, 4.0, 6.0]
     h.sum().backward()
     assert b.grad.tolist() == [1.0, 2.0, 2.0]
-    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place "
+                                           "operation."):  # (torch's words for a Function's, not an op's)
         DoubleInPlace.apply(tessel.ones(2, requires_grad=True))
 
     class Forgets(tessel.autograd.Function):

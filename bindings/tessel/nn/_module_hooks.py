@@ -6,28 +6,85 @@ Split from nn/modules.py by concept.
 import collections.abc
 
 from .. import _C
-from .modules import (_ALWAYS_CALL, _CALL_LAYOUTS, Module, RemovableHandle, _call_args, _current_call, _dict,
-                      _flatten_output, _GlobalHookHandle, _has_dict, _hooks, _run_pending_global_hooks)
+from .modules import (_ALWAYS_CALL, _ALWAYS_RAN, _CALL_LAYOUTS, Module, RemovableHandle, _call_args, _current_call,
+                      _dict, _flatten_output, _GlobalHookHandle, _has_dict, _hooks, _run_pending_global_hooks)
 
 Tensor = _C.Tensor
 
 
-def _hook(register):
-    """register_full_backward_pre_hook / register_full_backward_hook."""
-    def method(self, hook, prepend=False):
-        return RemovableHandle(self, register(self, hook, bool(prepend)))
-    return method
+_OUT_LAYOUTS = "_tessel_output_layouts"  # {tensor count: {layout}} of the module's Python calls' outputs
+
+
+def note_output_layout(module, out, n_tensors):
+    """Called by _call_forward (once a full backward hook or pre-hook is registered) with a call's final output
+    and its tensor count: torch's grad_output has one entry per element of a tuple output, None for a non-tensor
+    one (a nested tensor's gradient is not shown), so the layout is, per element, its tensor's index among the
+    C++ hook's tensors or None (None as a whole: the C++ hook's tuple already is torch's)."""
+    layout = None
+    if isinstance(out, tuple) and not all(isinstance(o, _C.Tensor) for o in out):
+        layout, k = [], 0
+        for o in out:
+            if isinstance(o, _C.Tensor):
+                layout.append(k)
+                k += 1
+            else:
+                layout.append(None)
+                k += len(_flattened(o))
+        layout = tuple(layout)
+    module.__dict__.setdefault(_OUT_LAYOUTS, {}).setdefault(n_tensors, set()).add(layout)
+
+
+def _flattened(value):
+    tensors = []
+    _flatten_output(value, tensors)
+    return tensors
+
+
+def _shown_grad_output(mod, grad_output):
+    """(grad_output as torch's hooks see it, the layout to map a replacement back; None: as it is). A module
+    called with several output layouts of as many tensors shows the tensor-only tuple."""
+    layouts = _dict(mod).get(_OUT_LAYOUTS, {}).get(len(grad_output), ())
+    layout = next(iter(layouts)) if len(layouts) == 1 else None
+    if layout is None:
+        return tuple(grad_output), None
+    return tuple(None if k is None else grad_output[k] for k in layout), layout
+
+
+def _full_backward_pre_hook_method(self, hook, prepend=False):
+    """register_full_backward_pre_hook: hook(module, grad_output) with one entry per element of forward's output
+    tuple (None for the non-tensor ones, as torch's); a replacement must have as many entries, those of the
+    tensor elements are taken."""
+    if _has_dict(self):
+        self.__dict__.setdefault(_CALL_LAYOUTS, {})  # (_call_forward notes the output layouts from now on)
+
+    def on_grad_output(mod, grad_output):
+        shown, layout = _shown_grad_output(mod, grad_output)
+        result = hook(mod, shown)
+        if result is None or layout is None:  # (the C++ hook checks a replacement of the tensors' tuple)
+            return result
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(result) != len(shown):
+            raise RuntimeError("Backward pre hook returned an invalid number of grad_output, got %d, but expected %d"
+                               % (len(result), len(shown)))
+        new = list(grad_output)
+        for k, g in zip(layout, result):
+            if k is not None:
+                new[k] = g
+        return tuple(new)
+    return RemovableHandle(self, Module._register_full_backward_pre_hook(self, on_grad_output, bool(prepend)))
 
 
 def _full_backward_hook_method(self, hook, prepend=False):
     """register_full_backward_hook: hook(module, grad_input, grad_output), grad_input with one entry per positional
-    argument of forward, None for the non-tensor ones, as torch's (the C++ hook sees the tensor arguments only).
-    The positions come from the module's Python calls (_call_forward records them once a hook is registered);
-    a module called with several layouts of as many tensors gets the tensor-only tuple, as before."""
+    argument of forward, None for the non-tensor ones, and grad_output with one per element of forward's output
+    tuple, None for the non-tensor ones, as torch's (the C++ hook sees the tensors only). The positions come from
+    the module's Python calls (_call_forward records them once a hook is registered); a module called with several
+    layouts of as many tensors gets the tensor-only tuple, as before."""
     if _has_dict(self):
         self.__dict__.setdefault(_CALL_LAYOUTS, {})
 
     def on_backward(mod, grad_input, grad_output):
+        grad_output = _shown_grad_output(mod, grad_output)[0]
         layouts = _dict(mod).get(_CALL_LAYOUTS, {}).get(len(grad_input), ())
         if len(layouts) != 1:
             return hook(mod, grad_input, grad_output)
@@ -91,6 +148,10 @@ def _forward_hook_method(self, hook, *, prepend=False, with_kwargs=False, always
     kwargs, output) with forward's whole call. prepend=True: before the hooks already registered."""
 
     def on_tensors(mod, inputs, out):
+        if always_call:  # (so that a later error does not run it again: modules.py's _call_forward_or_hooks)
+            ran = _dict(mod).get(_ALWAYS_RAN)
+            if ran:
+                ran[-1].add(hook_id)
         call = _current_call(mod)
         kind = call[3] if call is not None else None
         shown = kind(list(out) if isinstance(out, tuple) else [out]) if callable(kind) else out
@@ -172,7 +233,7 @@ def _ensure_global_backward_proxies(mod):
             if result is not None:
                 replaced = result
         return replaced
-    _hook(Module._register_full_backward_pre_hook)(mod, pre, prepend=True)  # (not listed in its hook dicts)
+    _full_backward_pre_hook_method(mod, pre, prepend=True)  # (not listed in its hook dicts)
     _full_backward_hook_method(mod, post, prepend=True)
 
 
@@ -266,8 +327,39 @@ def copy_listed_hooks(src, dst):
             _listed(kind, register)(dst, hook, *args, **{k: v for k, v in kwargs.items() if k != "prepend"})
 
 
+class _HookFlags(collections.abc.Mapping):
+    """torch's _forward_hooks_with_kwargs / _forward_hooks_always_called / _forward_pre_hooks_with_kwargs: hook
+    id -> True for the listed hooks of `kind` registered with that keyword set."""
+
+    def __init__(self, module, kind, flag):
+        self._module, self._kind, self._flag = module, kind, flag
+
+    def _ids(self):
+        regs = _dict(self._module).get(_REGS, {}) if _has_dict(self._module) else {}
+        return [hook_id for hook_id, (kind, _, _, kwargs) in regs.items()
+                if kind == self._kind and kwargs.get(self._flag)]
+
+    def __getitem__(self, hook_id):
+        if hook_id not in self._ids():
+            raise KeyError(hook_id)
+        return True
+
+    def __iter__(self):
+        return iter(self._ids())
+
+    def __len__(self):
+        return len(self._ids())
+
+    def __repr__(self):
+        return "OrderedDict(%r)" % [(hook_id, True) for hook_id in self._ids()]
+
+
 def install_hook_dicts(cls):
     for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
         setattr(cls, kind, property(lambda self, kind=kind: _HookDict(self, kind)))
+    for name, kind, flag in (("_forward_hooks_with_kwargs", "_forward_hooks", "with_kwargs"),
+                             ("_forward_hooks_always_called", "_forward_hooks", "always_call"),
+                             ("_forward_pre_hooks_with_kwargs", "_forward_pre_hooks", "with_kwargs")):
+        setattr(cls, name, property(lambda self, kind=kind, flag=flag: _HookFlags(self, kind, flag)))
     # torch's deprecated non-full module backward hook, run as a full one (as register_module_backward_hook)
     cls.register_backward_hook = _listed("_backward_hooks", _full_backward_hook_method)

@@ -21,6 +21,7 @@ keyword arguments) go to ``forward`` unchanged.
 """
 import collections
 import threading
+import warnings
 import weakref
 
 from .. import _C, _dtypes
@@ -175,6 +176,11 @@ class RemovableHandle:
 
     def __init__(self, module, hook_id):
         self._module, self._id = module, hook_id
+
+    @property
+    def id(self):
+        """torch's handle.id: the hook's key in the module's hook dicts (m._forward_hooks[h.id])."""
+        return self._id
 
     def remove(self):
         if self._module is not None:
@@ -378,22 +384,36 @@ def register_module_forward_hook(hook, *, always_call=False):
 
 _CALL_LAYOUTS = "_tessel_call_layouts"  # {tensor count: {(positional count, tensor slots)}} of the Python calls
 _ALWAYS_CALL = "_tessel_always_call_hooks"  # {hook id: (hook, with_kwargs)}: forward hooks with always_call=True
+_ALWAYS_RAN = "_tessel_always_call_ran"  # per call in progress: the ids of its always_call hooks that have run
 
 
 def _call_forward_or_hooks(self, args, kwargs):
-    """forward, and when it raises, the module's always_call forward hooks with output None, as torch."""
+    """forward, and when it (or a forward hook) raises, the module's always_call forward hooks that have not run
+    with output None, as torch: one that raises then is reported by a warning, and the first error goes on."""
     always = _dict(self).get(_ALWAYS_CALL)
     if not always:
         return _call_forward(self, *args, **kwargs)
+    ran = self.__dict__.setdefault(_ALWAYS_RAN, [])
+    ran.append(set())  # (the always_call hooks of this call that ran: _module_hooks.py marks them)
     try:
         return _call_forward(self, *args, **kwargs)
-    except BaseException:
-        for hook, with_kwargs in list(always.values()):
-            if with_kwargs:
-                hook(self, args, kwargs, None)
-            else:
-                hook(self, args, None)
+    except Exception:
+        done = ran[-1]
+        for hook_id, (hook, with_kwargs) in list(always.items()):
+            if hook_id not in done:
+                _silenced(hook, (self, args, kwargs, None) if with_kwargs else (self, args, None), "")
         raise
+    finally:
+        ran.pop()
+
+
+def _silenced(hook, args, scope):
+    """An always_call forward hook run after forward raised: its own error becomes torch's warning."""
+    try:
+        hook(*args)
+    except Exception as e:
+        warnings.warn("%smodule forward hook with ``always_call=True`` raised an exception that was silenced as "
+                      "another error was raised in forward: %s" % (scope, e), stacklevel=4)
 
 
 def _call(self, *args, **kwargs):
@@ -415,11 +435,11 @@ def _call(self, *args, **kwargs):
     stack.append(pending)
     try:
         out = _call_forward_or_hooks(self, args, kwargs)
-    except BaseException:
+    except Exception:
         if not pending.done:
             for hook, always in pending.hooks:
                 if always:
-                    hook(self, args, None)
+                    _silenced(hook, (self, args, None), "global ")
         raise
     finally:
         stack.pop()
@@ -485,7 +505,10 @@ def _call_forward(self, *args, **kwargs):
         outs = self._call([args[i] for i in slots])
     finally:
         stack.pop()
-    return _outputs(_kept_identity(outs, [args[i] for i in slots]), call[3])
+    out = _outputs(_kept_identity(outs, [args[i] for i in slots]), call[3])
+    if layouts is not None:  # and the output's, for the grad_output the backward hooks show (_module_hooks.py)
+        note_output_layout(self, out, len(outs))
+    return out
 
 
 def _kept_identity(outs, inputs):
@@ -769,13 +792,15 @@ from ._copy import _deepcopy  # noqa: E402
 from ._module_setattr import _delattr, _setattr  # noqa: E402
 
 from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_method, _listed,  # noqa: E402
-                            _forward_pre_hook_method, _full_backward_hook_method, _hook, install_hook_dicts,
+                            _forward_pre_hook_method, _full_backward_hook_method, _full_backward_pre_hook_method,
+                            install_hook_dicts, note_output_layout,
                             register_module_backward_hook, register_module_full_backward_hook,  # noqa: F401
                             register_module_full_backward_pre_hook)
 from ._module_to import _module_cuda, _module_to, _module_type, _to_empty  # noqa: E402
 
 _METHODS = dict(
-    __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr, _forward_from_cpp=_forward_from_cpp,
+    __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr,
+    _forward_from_cpp=_forward_from_cpp,
     forward=_forward, named_parameters=named_parameters, parameters=parameters, named_buffers=named_buffers,
     buffers=buffers, named_modules=named_modules, modules=modules, named_children=named_children, children=children,
     state_dict=state_dict, load_state_dict=load_state_dict, _load_from_state_dict=_load_from_state_dict, train=train,
@@ -784,13 +809,14 @@ _METHODS = dict(
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
     to_empty=_to_empty,
     float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
-    half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16), register_parameter=register_parameter, add_module=add_module,
+    half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16),
+    register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
     get_buffer=get_buffer, set_submodule=set_submodule, get_submodule=get_submodule, type=_module_type,
     compile=_module_compile,
     register_forward_pre_hook=_listed("_forward_pre_hooks", _forward_pre_hook_method),
     register_forward_hook=_listed("_forward_hooks", _forward_hook_method), __deepcopy__=_deepcopy,
-    register_full_backward_pre_hook=_listed("_backward_pre_hooks", _hook(Module._register_full_backward_pre_hook)),
+    register_full_backward_pre_hook=_listed("_backward_pre_hooks", _full_backward_pre_hook_method),
     register_full_backward_hook=_listed("_backward_hooks", _full_backward_hook_method),
     register_state_dict_pre_hook=register_state_dict_pre_hook,
     register_state_dict_post_hook=register_state_dict_post_hook,
