@@ -222,7 +222,7 @@ def test_fully_shard_shard_placement_fn_shards_columns_and_trains_like_one_proce
         got[world.rank] = (placements, local_shapes, losses, params)
         with pytest.raises(NotImplementedError, match="uneven sharding on dim 1"):
             fully_shard(nn.Linear(3, 2), shard_placement_fn=columns)  # 3 columns over 2 ranks
-        with pytest.raises(TypeError, match="must return a Shard or None, got 1"):
+        with pytest.raises(ValueError, match="^Invalid shard_placement_fn result: 1$"):  # torch's
             fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: 1)
         with pytest.raises(ZeroDivisionError):  # the function's own error comes through
             fully_shard(nn.Linear(2, 2), shard_placement_fn=lambda p: 1 / 0)
@@ -1530,7 +1530,9 @@ def test_process_group_functions_and_device_mesh_follow_torch():
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         assert mesh.shape == (2, 2) and mesh.mesh_dim_names == ("dp", "tp") and mesh["tp"].size() == 2
         unnamed = init_device_mesh("cpu", (4,))
-        assert unnamed.mesh_dim_names is None and unnamed._flatten().size() == 4  # torch's None without names
+        assert unnamed.mesh_dim_names is None  # torch's None without names, and no flattening then
+        with pytest.raises(RuntimeError, match="^Cannot flatten a DeviceMesh without mesh_dim_names!$"):
+            unnamed._flatten()
         seen[dist.get_rank()] = (dist.get_world_size(), mesh.get_local_rank("dp"), mesh.get_local_rank("tp"))
         d = distribute_tensor(tessel.arange(8, dtype=tessel.float32), mesh["tp"], [Shard(0)])
         assert isinstance(d, DTensor) and not isinstance(d.to_local(), DTensor)

@@ -167,19 +167,59 @@ DeviceMesh._unflatten = _unflatten
 _CFlatten = DeviceMesh._flatten
 
 
+class _FlatCache(threading.local):
+    """This rank's meshes _flatten returned, by (name, id of the flattened group), so that flattening the same dims
+    under the same name again returns the same object (torch's root._flatten_mapping[name]); the group is kept in
+    the value so its id is not reused. Emptied with the mesh table (destroy_process_group)."""
+
+    def __init__(self):
+        self.owner, self.meshes = None, {}
+
+    def get(self):
+        from . import _local
+        if getattr(_local, "meshes", None) is None:
+            _local.meshes = {}
+        if self.owner is not _local.meshes:
+            self.owner, self.meshes = _local.meshes, {}
+        return self.meshes
+
+
+_flat_cache = _FlatCache()
+
+
+def _flatten_dims(mesh, name):
+    """The 1-D mesh named `name` over all of `mesh`'s dims (collective the first time; counted in get_pg_count as
+    torch's), the same object for the same dims and name again. No check of the mesh's dim names: tessel's own
+    callers (clip_grad_norm_) flatten meshes built without them too."""
+    new = name not in mesh._flattened_names()
+    flat = _CFlatten(mesh, name)
+    if new:
+        _count_mesh_groups(flat)
+    try:
+        group = _CGetGroup(flat)
+    except Exception:  # (a rank outside the mesh: no group to key it by)
+        return _register(flat)
+    cache = _flat_cache.get()
+    key = (name, id(group))
+    if key not in cache:
+        cache[key] = (group, _register(flat))
+    return cache[key][1]
+
+
 def _flatten(self, mesh_dim_name=None):
     """torch's DeviceMesh._flatten: a 1-D mesh over this mesh's dims (name: mesh_dim_name, else the dims'
     names joined by "_"), registered on the root mesh, which can then slice it by name. Collective the first
-    time; the same name for the same dims again returns the cached mesh. get_pg_count grows as torch's: by
-    the number of flattened groups, except for a flattened mesh over the whole default group (torch reuses
-    that group) or a cached one."""
-    names = self.mesh_dim_names or tuple("axis%d" % a for a in range(self.ndim))  # (tessel's names for None)
-    name = mesh_dim_name if mesh_dim_name is not None else "_".join(names)
-    new = name not in self._flattened_names()
-    flat = _CFlatten(self, name)
-    if new:
-        _count_mesh_groups(flat)
-    return _register(flat)
+    time; the same name for the same dims again returns the cached mesh object. A 1-D mesh flattened under its
+    own name is itself, and a mesh without mesh_dim_names raises torch's RuntimeError. get_pg_count grows as
+    torch's: by the number of flattened groups, except for a flattened mesh over the whole default group (torch
+    reuses that group) or a cached one."""
+    names = self.mesh_dim_names
+    if not names:
+        raise RuntimeError("Cannot flatten a DeviceMesh without mesh_dim_names!")
+    name = mesh_dim_name if mesh_dim_name else "_".join(names)
+    if self.ndim == 1 and name in names:
+        return self
+    return _flatten_dims(self, name)
 
 
 DeviceMesh._flatten = _flatten
@@ -189,16 +229,32 @@ _CGetItem = DeviceMesh.__getitem__
 
 def _getitem(self, names):
     """mesh["tp"], mesh["dp", "tp"]; on the root mesh a name may be a flattened one (with torch's warning that
-    this is deprecated: keep the mesh _flatten returned)."""
-    names = [names] if isinstance(names, str) else list(names)
-    if self.mesh_dim_names and tuple(names) == tuple(self.mesh_dim_names):
+    this is deprecated: keep the mesh _flatten returned). A name the mesh does not have is torch's KeyError
+    naming all the names asked for; a mesh without mesh_dim_names cannot be sliced (torch's RuntimeError)."""
+    if not self.mesh_dim_names:
+        raise RuntimeError("Cannot slice a DeviceMesh without mesh_dim_names!")
+    names = (names,) if isinstance(names, str) else tuple(names)
+    own = tuple(self.mesh_dim_names)
+    if names == own:
         return self  # torch's: all of its names in order give the mesh itself
-    own = set(self.mesh_dim_names or ())
-    if any(n not in own for n in names) and any(n in self._flattened_names() for n in names):
+    flattened = [n for n in self._flattened_names() if n not in own]
+
+    def invalid(valid):
+        return KeyError("Invalid mesh_dim_names %s specified. Valid mesh_dim_names are %s." % (names, valid))
+    if any(n not in own and n not in flattened for n in names):
+        raise invalid(list(own) + flattened)
+    from .. import InvalidArgumentError
+    try:
+        sub = _CGetItem(self, names[0] if len(names) == 1 else list(names))
+    except InvalidArgumentError as e:
+        if any(n not in own for n in names) and "unknown axis" in str(e):
+            raise invalid(list(own)) from None  # torch's: a sub-mesh slices its own dims only, not flattened ones
+        raise
+    if any(n not in own for n in names):
         import warnings
         warnings.warn("Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to "
                       "bookkeep the flattened mesh directly. ", UserWarning, stacklevel=2)
-    return _CGetItem(self, names[0] if len(names) == 1 else names)
+    return sub
 
 
 DeviceMesh.__getitem__ = _getitem
@@ -213,19 +269,50 @@ def _hash(self):
 DeviceMesh.__hash__ = _hash
 
 _CGetGroup = DeviceMesh.get_group
+_CGetLocalRank = DeviceMesh.get_local_rank
+
+
+def _flat_dim(self, mesh_dim):
+    """For a dim name: the 1-D mesh _flatten made under it (torch's root._flatten_mapping[name]: torchtitan's
+    root.get_group("dp_cp")), or None for one of the mesh's own dims. A name that is neither is torch's
+    KeyError. A slice of the root finds the root among the meshes this rank created (one that slices to it)."""
+    own = self.mesh_dim_names or ()
+    if not isinstance(mesh_dim, str) or mesh_dim in own:
+        return None
+    if mesh_dim in self._flattened_names():
+        from .. import InvalidArgumentError
+        from . import _local
+        roots = [self] + [m for m in list((getattr(_local, "meshes", None) or {}).values())
+                          if own and m.mesh_dim_names and set(own) <= set(m.mesh_dim_names)]
+        for root in roots:  # the root: this mesh, or a mesh this rank created that slices to it
+            try:
+                if root is self or repr(_CGetItem(root, own[0] if len(own) == 1 else list(own))) == repr(self):
+                    return _CGetItem(root, mesh_dim)
+            except (InvalidArgumentError, KeyError):
+                continue
+        return None  # (the C++ error names the dims)
+    if not own:
+        raise KeyError("No `mesh_dim_names` found.",)
+    raise KeyError("Mesh dimension '%s' does not exist." % mesh_dim,
+                   "Available mesh dimensions are: mesh_dim_names=%s" % (own,))
 
 
 def _get_group(self, mesh_dim=None):
     """torch's get_group: a dim name the mesh does not have is a KeyError (it was an InvalidArgumentError, which
-    `except KeyError` missed)."""
-    if isinstance(mesh_dim, str) and mesh_dim not in (self.mesh_dim_names or ()) and \
-            mesh_dim not in self._flattened_names():
-        raise KeyError("Mesh dimension '%s' does not exist." % mesh_dim,
-                       "Available mesh dimensions are: mesh_dim_names=%s" % (tuple(self.mesh_dim_names or ()),))
-    return _CGetGroup(self, mesh_dim)
+    `except KeyError` missed); on the root mesh a name _flatten registered gives the flattened dim's group."""
+    flat = _flat_dim(self, mesh_dim)
+    return _CGetGroup(flat) if flat is not None else _CGetGroup(self, mesh_dim)
+
+
+def _get_local_rank(self, mesh_dim=None):
+    """torch's get_local_rank: this rank's rank in get_group(mesh_dim), with get_group's KeyErrors; a flattened
+    dim's name on the root mesh gives the rank along that dim."""
+    flat = _flat_dim(self, mesh_dim)
+    return _CGetLocalRank(flat) if flat is not None else _CGetLocalRank(self, mesh_dim)
 
 
 DeviceMesh.get_group = _get_group
+DeviceMesh.get_local_rank = _get_local_rank
 
 _CFromGroup = DeviceMesh.from_group
 

@@ -192,10 +192,19 @@ class FSDPModule(metaclass=_FSDPModuleMeta):
         _state(self).set_reshard_after_backward(reshard_after_backward, recurse)
 
     def set_modules_to_forward_prefetch(self, modules):
+        _assert_all_fsdp_modules(modules)
         _state(self).set_modules_to_forward_prefetch([_state(m) for m in modules])
 
     def set_modules_to_backward_prefetch(self, modules):
+        _assert_all_fsdp_modules(modules)
         _state(self).set_modules_to_backward_prefetch([_state(m) for m in modules])
+
+    def set_post_optim_event(self, event):
+        """torch's: the root's next all-gathers wait on `event` (recorded after the optimizer step) instead of the
+        current stream. tessel's CPU ranks run the step before the next forward's all-gathers in program order, so
+        there is nothing to wait on: the event (None included) is accepted and dropped, as torch drops it after
+        one wait."""
+        _state(self)  # a module fully_shard manages, as torch requires
 
     def set_gradient_divide_factor(self, factor):
         _state(self).set_gradient_divide_factor(factor)
@@ -241,6 +250,20 @@ class FSDPModule(metaclass=_FSDPModuleMeta):
         _state(self).set_all_reduce_hook(hook)
 
 
+def _assert_all_fsdp_modules(modules):
+    for module in modules:
+        if not isinstance(module, FSDPModule):
+            raise ValueError("Expects FSDPModule but got %s: %s" % (type(module), module))
+
+
+def _unimplemented_deepcopy(*args, **kwargs):
+    """torch's: an FSDP module does not deep-copy (its sharded parameters and state are shared with the groups)."""
+    raise AssertionError("FSDP does not support deepcopy. Please use state dict for serialization.")
+
+
+FSDPModule.__deepcopy__ = _unimplemented_deepcopy
+
+
 class GradientReductionHandle:
     """What finalize_backward(async_op=True) returns: wait() blocks until every gradient reduction is done and
     .grad is set."""
@@ -267,7 +290,11 @@ _classes, _metas = {}, {}
 
 
 def _default_mesh():
-    # One 1-D mesh over the default group per rank thread (creating one is collective).
+    # One 1-D mesh over the default group per rank thread (creating one is collective). As torch's, without a
+    # default group fully_shard joins one (init_process_group(): a launched job's, from the environment).
+    from .. import init_process_group, is_initialized
+    if not is_initialized():
+        init_process_group()
     mesh = getattr(_local, "mesh", None)
     if mesh is None or mesh.size() != get_world_size():
         mesh = _local.mesh = init_device_mesh("cpu", (get_world_size(),))
@@ -292,21 +319,85 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     sharded, not all-gathered, their gradients not reduced (each rank keeps its local one); parameters of other
     modules may be in it. shard_placement_fn: called with each parameter this call shards, returns Shard(d) to shard
     its dim d (the size must divide evenly by the shard dim's size unless d is 0: NotImplementedError otherwise, as
-    torch) or None for Shard(0)."""
+    torch) or None for Shard(0). As torch's: a second fully_shard of a module is an AssertionError, a ModuleList /
+    ModuleDict (no forward) a ValueError, a 2-D mesh without mesh_dim_names an AssertionError; without a default
+    process group, mesh=None joins one (init_process_group() from the launcher's environment)."""
+    from .._composable.contract import _get_registry
+    for m in (module if isinstance(module, (list, tuple)) else [module]):
+        if not isinstance(m, _C.Module):
+            continue  # (the C++ TypeError names it)
+        if "fully_shard" in (_get_registry(m) or {}):  # torch's @contract
+            raise AssertionError("Each distinct composable distributed API can only be applied to a module once. "
+                                 "fully_shard has already been applied to the following module:\n%s" % m)
+        _validate_module(m, "fully_shard")
+    mesh = mesh if mesh is not None else _default_mesh()
+    _validate_mesh(mesh, dp_mesh_dims)
+    return _apply_fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward,
+                        shard_placement_fn=_checked_placement_fn(shard_placement_fn), mp_policy=mp_policy,
+                        offload_policy=offload_policy, ignored_params=ignored_params, dp_mesh_dims=dp_mesh_dims,
+                        shard_axis=shard_axis, replicate_axis=replicate_axis)
+
+
+def _apply_fully_shard(module, *, mesh, reshard_after_forward=None, shard_placement_fn=None, mp_policy=None,
+                       offload_policy=None, ignored_params=None, dp_mesh_dims=None, shard_axis=None,
+                       replicate_axis=None):
+    """fully_shard without torch's checks of the module and mesh (FullyShardedDataParallel's units: FSDP1 takes
+    a 2-D mesh without mesh_dim_names for HYBRID_SHARD, and any module)."""
     mp_policy, offload_policy = _c_policies(mp_policy, offload_policy)
     shard_axis, replicate_axis = _mesh_axes(dp_mesh_dims, shard_axis, replicate_axis)
     ignored = list(ignored_params) if ignored_params is not None else []
     for p in ignored:
         if not isinstance(p, _C.Tensor):
             raise TypeError("fully_shard: ignored_params must hold parameters (tensors), got %s" % type(p).__name__)
-    _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module,
-                   mesh if mesh is not None else _default_mesh(), reshard_after_forward, mp_policy, offload_policy,
-                   shard_axis, replicate_axis, ignored, shard_placement_fn)
+    mesh = mesh if mesh is not None else _default_mesh()
+    _C.fully_shard(list(module) if isinstance(module, (list, tuple)) else module, mesh, reshard_after_forward,
+                   mp_policy, offload_policy, shard_axis, replicate_axis, ignored, shard_placement_fn)
     from .._composable.contract import _register
     for m in (module if isinstance(module, (list, tuple)) else [module]):
         _become_fsdp_module(m)
         _register(m, "fully_shard")  # torch's composable registry (_get_registry; replicate refuses it)
     return module
+
+
+def _state_of(module):
+    """fully_shard.state(module), torch's: the FSDP state of a module fully_shard was applied to (tessel's C++
+    state object), else None."""
+    return _C._fsdp_state(module)
+
+
+fully_shard.state = _state_of
+
+
+def _validate_module(module, func_name):
+    """torch's: a ModuleList / ModuleDict that does not define forward is refused (it never runs, so its
+    parameters would never be all-gathered)."""
+    from ...nn import Module, ModuleDict, ModuleList
+    if isinstance(module, (ModuleList, ModuleDict)) and \
+            type(module).forward in (Module.forward, ModuleList.forward, ModuleDict.forward):
+        raise ValueError("%s does not support containers that do not implement forward: %s" % (func_name, module))
+
+
+def _validate_mesh(mesh, dp_mesh_dims):
+    """torch's checks of a mesh without mesh_dim_names (tessel's internal dim names must not stand in)."""
+    if not isinstance(mesh, _C.DeviceMesh) or mesh.mesh_dim_names is not None:
+        return  # (the C++ TypeError names a mesh that is not one)
+    if dp_mesh_dims is not None:
+        raise ValueError("mesh must have mesh_dim_names when dp_mesh_dims is provided")
+    if mesh.ndim == 2:
+        raise AssertionError("Please init the 2D mesh for HSDP with mesh_dim_names specified")
+
+
+def _checked_placement_fn(fn):
+    """shard_placement_fn with torch's ValueError for a result that is neither None nor a Shard."""
+    if fn is None or not callable(fn):
+        return fn  # (None, or the C++ TypeError for a non-callable)
+
+    def checked(param):
+        result = fn(param)
+        if result is not None and not isinstance(result, _C.Shard):
+            raise ValueError("Invalid shard_placement_fn result: %s" % (result,))
+        return result
+    return checked
 
 
 def register_fsdp_forward_method(module, method_name):
@@ -360,7 +451,7 @@ def _become_fsdp_module(module, mixin=None, prefix="FSDP"):
     elif not module._has_python_forward:
         # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) holds through _FSDPModuleMeta).
         import types
-        for name in _METHODS:
+        for name in _METHODS + ["__deepcopy__"]:
             setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
 
 

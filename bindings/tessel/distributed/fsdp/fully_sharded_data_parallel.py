@@ -35,7 +35,7 @@ from ... import _C
 from ...nn.modules import Module, _parent_of
 from .. import _default_group, get_world_size
 from ..device_mesh import DeviceMesh, init_device_mesh
-from . import fully_shard as _fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy
+from . import _apply_fully_shard as _fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy  # (no torch checks)
 # (the configs are imported from here too, as from torch's fully_sharded_data_parallel module)
 from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig,  # noqa: F401
                   LocalStateDictConfig, MixedPrecision, OptimStateDictConfig, ShardedOptimStateDictConfig,

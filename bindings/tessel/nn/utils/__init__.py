@@ -31,7 +31,8 @@ def _mesh_group(mesh):
     cache = _FLAT_GROUPS.__dict__.setdefault("groups", {})
     key = (id(world), tuple(mesh.mesh_dim_names or ()), tuple(mesh.shape))
     if key not in cache:
-        cache[key] = (world, mesh._flatten("clip_grad_norm_" + "_".join(key[1])).get_group())
+        from ...distributed.device_mesh import _flatten_dims  # (an unnamed mesh too, which _flatten refuses)
+        cache[key] = (world, _flatten_dims(mesh, "clip_grad_norm_" + "_".join(key[1])).get_group())
     return cache[key][1]
 
 
