@@ -2,11 +2,14 @@
 expected values and messages are what torch printed. async_op=True returns at once for every collective (the list
 forms, gather, scatter, reduce, barrier and strided tensors ran to the end, so a torch-valid program that reaches
 another group first deadlocked) and returns a dist.Work; an isend deferred on one group goes out before this thread
-blocks on another; barrier(timeout=) and init_process_group(_ranks=, enable_reconfigure=); torch's errors for a
-missing launcher, a wrong argument type, a scatter_list on the wrong rank, a rank outside the group, group None;
-Work.source_rank() and torch's other Work methods."""
+blocks on another; torch's keywords (barrier timeout=, init_process_group _ranks= / enable_reconfigure=, new_group
+sort_ranks= / device_id=, weights_only= and use_batch= of the object collectives, split_group backend=) and
+split_group's listed order; torch's errors for a missing launcher, a wrong argument type, a list on the wrong rank
+(scatter, gather_object, scatter_object_list), a rank outside the group, group None; Work.source_rank() and torch's
+other Work methods."""
 import datetime
 import os
+import pickle
 import re
 import sys
 import warnings
@@ -254,6 +257,72 @@ def test_wrong_argument_types_are_torchs_type_errors():
         for error, name in zip(errors[5:8], ("tensor_list", "input_list", "output_tensor_list")):
             assert error.startswith("Invalid function argument. Expected parameter `%s` of type List[torch.Tensor]"
                                     % name + indent + "<class '") and error.endswith("'> instead."), error
+
+
+def test_object_collectives_take_torchs_keywords_and_raise_its_errors():
+    def run(r):
+        got = []
+        objs = [None, None]
+        dist.all_gather_object(objs, {"a": r, "t": tessel.tensor([r])}, weights_only=True)
+        got.append([(o["a"], o["t"].tolist()) for o in objs])
+        box = [{"x": 1}] if r == 0 else [None]
+        dist.broadcast_object_list(box, src=0, weights_only=True)
+        mine = [None]
+        dist.scatter_object_list(mine, [1, 2] if r == 0 else None, src=0, weights_only=True)
+        gathered = [None, None] if r == 0 else None
+        dist.gather_object({"r": dist.get_rank()}, gathered, dst=0, weights_only=True)
+        got += [box, mine, gathered]
+        with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+            import fractions
+            dist.all_gather_object(objs, fractions.Fraction(1, 2), weights_only=True)  # not a weights-only class
+        if r == 0:
+            dist.send_object_list([1, "a"], dst=1, use_batch=True, weights_only=False)
+        else:
+            received = [None, None]
+            dist.recv_object_list(received, src=0, use_batch=True, weights_only=False)
+            got.append(received)
+        errors = []
+        with pytest.raises(ValueError) as info:
+            dist.scatter_object_list([], [1, 2], src=0)
+        errors.append(str(info.value))
+        if r == 0:
+            with pytest.raises(ValueError) as info:
+                dist.scatter_object_list([None], None, src=0)
+            errors.append(str(info.value))
+            with pytest.raises(ValueError) as info:  # after the exchange: rank 1 is not left waiting
+                dist.gather_object("a", None, dst=0)
+            errors.append(str(info.value))
+        else:
+            with pytest.raises(ValueError) as info:
+                dist.gather_object("b", [None, None], dst=0)
+            errors.append(str(info.value))
+        return got, errors
+
+    out = on_two_ranks(run)
+    both = [[(0, [0]), (1, [1])], [{"x": 1}]]
+    assert out[0][0] == both + [[1], [{"r": 0}, {"r": 1}]]
+    assert out[1][0] == both + [[2], None, [1, "a"]]
+    assert out[0][1] == ["Expected argument scatter_object_output_list to be a list of size at least 1.",
+                         "source rank must provide non-None scatter_object_input_list",
+                         "Argument ``gather_list`` must be specified on destination rank."]
+    assert out[1][1] == ["Expected argument scatter_object_output_list to be a list of size at least 1.",
+                         "Argument ``gather_list`` must NOT be specified on non-destination ranks."]
+
+
+def test_new_group_without_sorting_and_split_group_keep_the_listed_order():
+    def run(r):
+        g = dist.new_group([1, 0], sort_ranks=False, device_id=None)
+        t = tessel.tensor([r + 1.0])
+        dist.broadcast(t, group_src=0, group=g)  # group rank 0 is global rank 1
+        sorted_group = dist.new_group([1, 0])
+        split = dist.split_group(split_ranks=[[1, 0]])
+        same = dist.split_group(split_ranks=[[0, 1]], backend="gloo")
+        return (dist.get_rank(g), dist.get_process_group_ranks(g), t.tolist(), dist.get_rank(sorted_group),
+                dist.get_process_group_ranks(sorted_group), dist.get_rank(split), dist.get_process_group_ranks(split),
+                dist.get_rank(same))
+
+    assert on_two_ranks(run) == {0: (1, [1, 0], [2.0], 0, [0, 1], 1, [1, 0], 0),
+                                 1: (0, [1, 0], [2.0], 1, [0, 1], 0, [1, 0], 1)}
 
 
 if __name__ == "__main__":
