@@ -6,7 +6,8 @@ blocks on another; torch's keywords (barrier timeout=, init_process_group _ranks
 sort_ranks= / device_id=, weights_only= and use_batch= of the object collectives, split_group backend=) and
 split_group's listed order; torch's errors for a missing launcher, a wrong argument type, a list on the wrong rank
 (scatter, gather_object, scatter_object_list), a rank outside the group, group None; Work.source_rank() and torch's
-other Work methods."""
+other Work methods; funcol's rank-list and group-name groups, bitwise ops, coalesced forms, permute_tensor and
+broadcast's gradient."""
 import datetime
 import os
 import pickle
@@ -18,6 +19,7 @@ import pytest
 
 import tessel
 import tessel.distributed as dist
+import tessel.distributed._functional_collectives as funcol
 
 TIMEOUT = datetime.timedelta(seconds=10)  # a regression that deadlocks fails within this, not hangs the suite
 
@@ -323,6 +325,78 @@ def test_new_group_without_sorting_and_split_group_keep_the_listed_order():
 
     assert on_two_ranks(run) == {0: (1, [1, 0], [2.0], 0, [0, 1], 1, [1, 0], 0),
                                  1: (0, [1, 0], [2.0], 1, [0, 1], 0, [1, 0], 1)}
+
+
+def test_functional_collectives_take_a_rank_list_or_a_group_name():
+    def run(r):
+        g = dist.new_group([0, 1])
+        got = []
+        for form in (g.group_name, dist.group.WORLD.group_name):
+            got.append(funcol.all_reduce(tessel.tensor([r + 1.0]), "sum", form).tolist())
+        for ranks in ([0, 1], [1, 0]):
+            got.append(funcol.all_reduce(tessel.tensor([r + 1.0]), "sum", ranks).tolist())
+        with pytest.raises(RuntimeError) as bad_name:
+            funcol.all_reduce(tessel.ones(1), "sum", "nope")
+        with pytest.raises(ValueError) as bad_list:
+            funcol.all_reduce(tessel.ones(1), "sum", [0])
+        return got, str(bad_name.value), str(bad_list.value)
+
+    out, caught = warned(run)
+    for got, bad_name, bad_list in out.values():
+        assert got == [[3.0]] * 4
+        assert bad_name == "Could not resolve the process group registered under the name nope"
+        assert bad_list == ""
+    assert caught == [(FutureWarning, "The combination of ranks + tag as process group identifier has been deprecated. "
+                                      "Please switch to using ProcessGroup, DeviceMesh, or group name instead.")] * 6
+
+
+def test_functional_collectives_bitwise_ops_broadcast_gradient_and_coalesced_forms():
+    def run(r):
+        w = dist.group.WORLD
+        x = tessel.tensor([6 + r, 3 * r])
+        got = [funcol.all_reduce(x, op, w).tolist() for op in ("band", "bor", "bxor", "BAND")]
+        got.append(funcol.reduce_scatter_single(tessel.tensor([1 + r, 4 * r]), "bor", 0, w).tolist())
+        errors = []
+        for op in ("foo", "prod"):
+            with pytest.raises(RuntimeError) as info:
+                funcol.all_reduce(x, op, w)
+            errors.append(str(info.value))
+        with pytest.raises(RuntimeError) as info:
+            funcol.all_gather_single(tessel.tensor(r + 1.0), 0, w)
+        errors.append(str(info.value))
+        src = tessel.ones(2, requires_grad=True)
+        y = funcol.wait_tensor(funcol.broadcast(src, 0, w))
+        (y * 1).sum().backward()
+        got.append((y.requires_grad, y.grad_fn is not None, src.grad.tolist()))
+        a, b = tessel.tensor([r + 1.0]), tessel.tensor([[r * 10.0, 1.0]])
+        got.append(_values(funcol.all_reduce_coalesced([a, b], "sum", w)))
+        got.append(_values(funcol.all_gather_into_tensor_coalesced([a, b], w)))
+        got.append(_values(funcol.all_gather_single_coalesced([a, b], w)))
+        got.append(_values(funcol.reduce_scatter_tensor_coalesced(
+            [tessel.tensor([1.0, 2.0]) + r, tessel.arange(4.0).reshape(2, 2) * (r + 1)], "sum", [0, 0], w)))
+        got.append(funcol.permute_tensor(tessel.tensor([r * 1.0, r + 5.0]), [1, 0], w).tolist())
+        return got, errors
+
+    out, caught = warned(run)
+    messages = sorted(set(caught), key=str)
+    assert [m[0] for m in messages] == [FutureWarning, FutureWarning, UserWarning], messages
+    assert all(m[1].startswith(start) for m, start in zip(messages, (
+        "`torch.distributed._functional_collectives.all_gather_into_tensor_coalesced` is deprecated. Please use "
+        "`torch.distributed._functional_collectives.all_gather_single_coalesced` instead.",
+        "`torch.distributed._functional_collectives.reduce_scatter_tensor_coalesced` is deprecated. Please use "
+        "`torch.distributed._functional_collectives.reduce_scatter_single_coalesced` instead.",
+        "_c10d_functional::broadcast: an autograd kernel was not registered to the Autograd key(s) but we are "
+        "trying to backprop through it. This may lead to silently incorrect behavior."))), messages
+    for r, (got, errors) in out.items():
+        assert got[:4] == [[6, 0], [7, 3], [1, 3], [6, 0]] and got[4] == ([3] if r == 0 else [4])
+        assert errors == ["Unrecognized reduce_op: foo", "Unrecognized reduce_op: prod",
+                          "ProcessGroupGloo::allgather_coalesced: invalid size of output tensor at index 0 "
+                          "(expected length (), got (1))"]
+        assert got[5] == (True, True, [1.0, 1.0])  # torch's: the gradient passes through (with its warning)
+        assert got[6] == [[3.0], [[10.0, 2.0]]]
+        assert got[7] == got[8] == [[1.0, 2.0], [[0.0, 1.0], [10.0, 1.0]]]
+        assert got[9] == ([[3.0], [[0.0, 3.0]]] if r == 0 else [[5.0], [[6.0, 9.0]]])
+        assert got[10] == ([1.0, 6.0] if r == 0 else [0.0, 5.0])
 
 
 if __name__ == "__main__":
