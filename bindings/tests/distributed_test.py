@@ -1703,7 +1703,7 @@ def test_recv_without_src_takes_a_send_from_any_rank_and_returns_the_sender():
             seen.append((w._source_rank(), t.tolist()))
             box = [None]
             seen.append((dist.recv_object_list(box), box[0]))
-            with pytest.raises(ValueError, match="not a receive from any rank"):
+            with pytest.raises(RuntimeError, match=r"sourceRank\(\) may only be called on work objects"):
                 dist.isend(tessel.zeros(1), dst=1)._source_rank()
             got[r] = seen
         elif r == 1:
@@ -2534,7 +2534,7 @@ def test_functional_collectives_return_new_tensors_over_meshes_and_groups():
                            funcol.all_to_all_single(x, None, None, mesh).tolist(),
                            funcol.wait_tensor(funcol.broadcast(x, 1, mesh)).tolist(),
                            x.tolist()]
-        with pytest.raises(ValueError, match="Unrecognized reduce op"):
+        with pytest.raises(ValueError, match="Unrecognized reduce_op: mean"):  # (also a RuntimeError, as torch's)
             funcol.all_reduce(x, "mean", mesh)
         dist.destroy_process_group()
 

@@ -41,7 +41,7 @@ def run_ranks(world_size, fn):
             fn(world)
         finally:
             _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
-            _local.meshes = None
+            _local.meshes, _local.groups = None, []
 
     _C.run_ranks(world_size, rank_fn)
 
@@ -61,22 +61,30 @@ def _rendezvous_env(init_method, world_size, rank):
                              "file:///path or env://)" % init_method)
         host, port = init_method[len("tcp://"):].rsplit(":", 1)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
-    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-        raise ValueError("init_process_group: rank=%d world_size=%d need MASTER_ADDR and MASTER_PORT in the "
-                         "environment (or init_method='tcp://host:port'), as torch's env:// does"
-                         % (rank, world_size))
+    for var in ("MASTER_ADDR", "MASTER_PORT"):  # (rank= and world_size= given: torch's env:// needs these)
+        if not os.environ.get(var):
+            raise _env_error(var, "init_process_group(rank=%d, world_size=%d): set MASTER_ADDR and MASTER_PORT, "
+                             "or pass init_method='tcp://host:port'" % (rank, world_size))
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
     os.environ.setdefault("LOCAL_WORLD_SIZE", str(world_size))  # one node: split the cores over the ranks
+
+
+def _env_error(var, hint):
+    """torch's env:// rendezvous error for a launcher variable that is not set, then tessel's hint: a ValueError,
+    as torch's, and a RuntimeError."""
+    return _C.InvalidArgumentError("Error initializing torch.distributed using env:// rendezvous: environment "
+                                   "variable %s expected, but not set (%s)" % (var, hint))
 
 
 def _init_world():
     """This thread's world group: the run_ranks rank's, else the gloo world from tessel_run's environment."""
     world = getattr(_local, "world", None)
     if world is None:
-        if "WORLD_SIZE" not in os.environ:
-            raise RuntimeError("init_process_group: no ranks to join: run under tessel_run (it sets RANK, "
-                               "WORLD_SIZE, MASTER_ADDR, MASTER_PORT), inside tessel.run_ranks(n, fn), or pass "
-                               "rank= and world_size= (tessel.multiprocessing.spawn, as torch's mp.spawn)")
+        for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):  # torch's order
+            if not os.environ.get(var):
+                raise _env_error(var, "no ranks to join: run under tessel_run (it sets RANK, WORLD_SIZE, "
+                                 "MASTER_ADDR, MASTER_PORT), inside tessel.run_ranks(n, fn), or pass rank= and "
+                                 "world_size= (tessel.multiprocessing.spawn, as torch's mp.spawn)")
         world = _C.init_process_group()
         _local.world = world
     if not getattr(_local, "initialized", False):
@@ -98,9 +106,11 @@ def _init_world_with_store(store, rank, world_size, timeout):
 
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
-                       group_name="", pg_options=None, device_id=None):
+                       group_name="", pg_options=None, device_id=None, _ranks=None, enable_reconfigure=False):
     """Joins the default process group (backend: "gloo", "cpu:gloo" or None; threads under run_ranks). A second
-    call before destroy_process_group raises torch's ValueError (it returned, keeping the first group)."""
+    call before destroy_process_group raises torch's ValueError (it returned, keeping the first group). _ranks
+    (torch: only the group's name) and enable_reconfigure (ignored by backends without reconfiguration, as
+    gloo) are accepted and change nothing."""
     if is_initialized():
         raise ValueError("trying to initialize the default process group twice!")
     if backend not in (None, "gloo", "cpu:gloo", "threads"):
@@ -159,116 +169,25 @@ def _group(group, op):
     return group if group is not None else _default_group(op)
 
 
-# isend / irecv are deferred (per thread and group) and issued together, as one batch_isend_irecv, when one of them
-# is waited on or polled, or when any other communication runs on that group (the _collective wrapper, new_group,
-# split_group, batch_isend_irecv; not queries such as get_rank). A group runs its calls one at a time in issue
-# order, so torch's `isend(a, peer); irecv(b, peer); wait(); wait()` on both ranks of an exchange, issued one by one,
-# would have each rank's send wait for a receive queued behind it; batched, both are in flight together. A send
-# still completes only with its receive: post the matching irecv before another call on the group (torch's gloo lets
-# `isend; all_reduce; irecv` pass; here each rank's send waits for a receive queued behind it, and the ranks raise
-# that deadlock, comm/wait_graph.h).
-_p2p = threading.local()
-
-
-class _DeferredP2P:
-    def __init__(self, group):
-        self._group, self._work = group, None
-
-    def wait(self, timeout=None):
-        _flush_p2p(self._group)
-        self._work.wait()
-        return True  # torch's Work.wait()
-
-    def is_completed(self):
-        _flush_p2p(self._group)
-        return self._work.is_completed()
-
-    def _source_rank(self):
-        _flush_p2p(self._group)
-        return self._work._source_rank()
-
-
-def _defer_p2p(group, is_send, tensor, peer, tag):
-    pending = getattr(_p2p, "pending", None)
-    if pending is None:
-        pending = _p2p.pending = {}
-    entry = pending.setdefault(id(group), (group, [], []))
-    handle = _DeferredP2P(group)
-    entry[1].append((is_send, tensor, peer, int(tag)))
-    entry[2].append(handle)
-    return handle
-
-
-def _pending_p2p(group):
-    pending = getattr(_p2p, "pending", None)
-    return bool(pending) and id(group) in pending
+# torch.distributed.Work and the deferred isend / irecv: _work.py
+from ._work import (Work, _defer_p2p, _flush_all_p2p, _flush_p2p, _issue,  # noqa: E402,F401
+                    _pending_p2p)
 
 
 def _blocking_p2p(g, is_send, tensor, peer, tag):
     """A blocking send / recv: with isend / irecv deferred on the group it joins their batch (the tutorial's ring
     all-reduce: isend(right); recv(left); wait() — issued alone, each rank's send waited for a receive queued
-    behind it), else it runs at once."""
+    behind it), else it runs at once; what this thread deferred on other groups goes out first (it blocks)."""
     if _pending_p2p(g):
         handle = _defer_p2p(g, is_send, tensor, peer, tag)
-        _flush_p2p(g)
+        _flush_all_p2p()
         handle.wait()
-    elif is_send:
+        return
+    _flush_all_p2p()
+    if is_send:
         g.send(tensor, peer, tag)
     else:
         g.recv(tensor, peer, tag)
-
-
-def _flush_p2p(group):
-    """Issues what this thread deferred on `group` (None: the default group, if any), in its order."""
-    group = group if group is not None else getattr(_local, "world", None)
-    pending = getattr(_p2p, "pending", None)
-    if not pending or id(group) not in pending:
-        return
-    g, ops, handles = pending.pop(id(group))
-    work = g.batch_p2p(ops)
-    for h in handles:
-        h._work = work
-
-
-class Work:
-    """What an async collective returns (torch's Work): wait(), is_completed(), and get_future(), a
-    tessel.futures.Future whose value is the list holding the collective's tensor (its output), as torch's."""
-
-    def __init__(self, work, tensors):
-        self._work, self._tensors = work, tensors
-
-    def wait(self, timeout=None):
-        self._work.wait()
-        return True
-
-    def is_completed(self):
-        return self._work.is_completed()
-
-    def is_success(self):
-        """Whether it completed without an error (torch's deprecated Work.is_success)."""
-        return self.is_completed() and self.exception() is None
-
-    def exception(self):
-        """The error it failed with once completed, or None."""
-        if not self._work.is_completed():
-            return None
-        try:
-            self._work.wait()
-        except Exception as e:  # noqa: BLE001 (reported, as torch's Work.exception())
-            return e
-        return None
-
-    def result(self):
-        """The collective's result tensors once it completed (torch's Work.result())."""
-        self._work.wait()
-        return list(self._tensors)
-
-    def get_future(self):
-        from ..futures import Future
-        return Future._lazy(lambda: (self._work.wait(), list(self._tensors))[1], self._work.is_completed)
-
-    def _source_rank(self):
-        return self._work._source_rank()
 
 
 def _holds_complex(v):
@@ -304,7 +223,7 @@ _C10D_OPS = {"all_reduce": "allreduce_", "broadcast": "broadcast_", "all_gather_
              "reduce_scatter_tensor": "_reduce_scatter_base_", "all_gather": "allgather_", "gather": "gather_",
              "scatter": "scatter_", "reduce": "reduce_", "reduce_scatter": "reduce_scatter_",
              "all_to_all_single": "alltoall_base_", "all_to_all": "alltoall_", "all_gather_object": "_allgather_base_",
-             "broadcast_object_list": "broadcast_"}
+             "broadcast_object_list": "broadcast_", "barrier": "barrier"}
 _comm_debug = threading.local()  # .modes: the CommDebugModes entered on this thread; .op: the c10d call running
 
 
@@ -335,6 +254,49 @@ def _run_keyed(op, fn, args, kwargs):
         _comm_debug.op = None
 
 
+# The tensor arguments torch checks (_check_single_tensor / _check_tensor_list) before anything runs: a wrong type is
+# torch's TypeError, not an AttributeError from deep inside. Optional lists (gather_list, scatter_list) are checked
+# when given.
+_TENSOR_ARGS = {"all_reduce": ("tensor",), "broadcast": ("tensor",), "reduce": ("tensor",), "send": ("tensor",),
+                "recv": ("tensor",), "isend": ("tensor",), "irecv": ("tensor",),
+                "all_gather": ("[tensor_list", "tensor"), "all_gather_into_tensor": ("input_tensor", "output_tensor"),
+                "reduce_scatter_tensor": ("output", "input"), "all_to_all_single": ("output", "input"),
+                "reduce_scatter": ("output", "[input_list"),
+                "all_to_all": ("[output_tensor_list", "[input_tensor_list"),
+                "gather": ("tensor", "?gather_list"), "scatter": ("tensor", "?scatter_list")}
+
+
+def _is_tensor(v):
+    return isinstance(v, (_C.Tensor, ComplexTensor))
+
+
+def _check_single_tensor(param, name):
+    if not _is_tensor(param):
+        raise TypeError("Invalid function argument. Expected parameter `%s` of type torch.Tensor\n"
+                        "             but got %s instead." % (name, type(param)))
+
+
+def _check_tensor_list(param, name):
+    if not isinstance(param, list):
+        raise TypeError("Invalid function argument. Expected parameter `%s` of type List[torch.Tensor]\n"
+                        "             but got %s instead." % (name, type(param)))
+    if not all(_is_tensor(p) for p in param):
+        raise TypeError("Invalid function argument. Expected parameter `%s` of type List[torch.Tensor]\n"
+                        "             but got %s with elements of type %s." % (name, type(param),
+                                                                               [type(p) for p in param]))
+
+
+def _check_arguments(op, bound):
+    for spec in _TENSOR_ARGS.get(op, ()):
+        if spec[0] == "?":
+            if bound.get(spec[1:]):
+                _check_tensor_list(bound[spec[1:]], spec[1:])
+        elif spec[0] == "[":
+            _check_tensor_list(bound.get(spec[1:]), spec[1:])
+        else:
+            _check_single_tensor(bound.get(spec), spec)
+
+
 def _collective(fn):
     """On a rank outside `group` (NON_GROUP_MEMBER from new_group) the collective does nothing and warns,
     as torch's; otherwise fn runs. An async call's handle becomes a Work holding the call's first tensor
@@ -345,12 +307,18 @@ def _collective(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         bound = sig.bind_partial(*args, **kwargs).arguments
+        _check_arguments(fn.__name__, bound)
         if bound.get("group") is GroupMember.NON_GROUP_MEMBER:
+            if fn.__name__ == "send":  # (torch's: a blocking send names its peer in the group first)
+                raise ValueError("Invalid process group specified")
             warnings.warn("Running %s on global rank %d which does not belong to the given group."
-                          % (fn.__name__, get_rank()), stacklevel=2)
-            return None
+                          % ("irecv" if fn.__name__ == "recv" else fn.__name__, get_rank()), stacklevel=2)
+            return -1 if fn.__name__ == "recv" else None
         if fn.__name__ not in ("isend", "irecv", "send", "recv"):  # p2p joins the deferred batch (see _defer_p2p)
-            _flush_p2p(bound.get("group"))
+            if bound.get("async_op"):
+                _flush_p2p(bound.get("group"))  # the group runs its calls in issue order
+            else:
+                _flush_all_p2p()  # it blocks: isends deferred on any group go out first (see _work.py)
         if any(_holds_complex(v) for v in bound.values()):
             args, kwargs = _complex_as_real(fn.__name__, sig, args, kwargs)
         out = fn(*args, **kwargs) if c10d_op is None else _run_keyed(c10d_op, fn, args, kwargs)
@@ -361,17 +329,29 @@ def _collective(fn):
 
 
 def get_rank(group=None):
-    return -1 if group is GroupMember.NON_GROUP_MEMBER else _group(group, "get_rank").rank
+    """This rank within group (default: the default group), a plain int as torch's; -1 outside it."""
+    return -1 if group is GroupMember.NON_GROUP_MEMBER else int(_group(group, "get_rank").rank)
 
 
 def get_world_size(group=None):
-    return -1 if group is GroupMember.NON_GROUP_MEMBER else _group(group, "get_world_size").size
+    return -1 if group is GroupMember.NON_GROUP_MEMBER else int(_group(group, "get_world_size").size)
 
 
 @_collective
-def barrier(group=None, async_op=False, device_ids=None):
-    _group(group, "barrier").barrier()
-    return _done(async_op, [])  # async_op: a completed handle (the barrier ran), as torch's wait() expects
+def barrier(group=None, async_op=False, device_ids=None, timeout=None):
+    """A one-element all-reduce over the group (as torch's gloo barrier), so async_op=True returns its Work at once
+    (a group's own barrier blocks). timeout: this barrier's deadline (default: the group's)."""
+    from .._tensor import zeros
+    from .._dtypes import uint8
+    g = _group(group, "barrier")
+    saved = g.timeout
+    if timeout is not None:
+        g.timeout = timeout  # (the call's deadline is taken when it is issued)
+    try:
+        work = g.all_reduce(zeros(1, dtype=uint8), ReduceOp.SUM, True)
+    finally:
+        g.timeout = saved
+    return _issue(work, [], None, async_op)
 
 
 def destroy_process_group(group=None):
@@ -382,7 +362,7 @@ def destroy_process_group(group=None):
     if group is not None and group is not getattr(_local, "world", None):
         return
     if getattr(_local, "world", None) is not None:
-        _flush_p2p(_local.world)  # an isend never waited on still goes out, as torch's
+        _flush_all_p2p()  # an isend never waited on still goes out, as torch's
     from .checkpoint import _release_savers
     _release_savers()  # their groups (and a gloo world's store) must not outlive the world
     if getattr(_local, "in_run_ranks", False) and is_initialized() and sys.exc_info()[0] is None:
@@ -392,6 +372,7 @@ def destroy_process_group(group=None):
         _C._threads_set_departed(_local.world, True)
         _local.departed = True
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
+    _local.groups = []
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 
@@ -407,6 +388,9 @@ class _CallableInt(int):
 
     def __call__(self):
         return int(self)
+
+    def __reduce__(self):
+        return int, (int(self),)  # pickled as the int it is (a weights_only load builds plain ints only)
 
 
 def _callable_int_property(prop):
@@ -431,19 +415,19 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 def _dense_call(outs, ins, call, async_op):
     """call(outs, ins, async_op) on contiguous tensors, as the backends take them: a strided input (a transposed
     one, a funcol output gathered along dim 1) is copied, a strided output (or in-place tensor) gets a contiguous
-    copy that is written back after the collective, which then runs synchronously (torch's gloo takes strided
-    tensors; they were refused)."""
+    copy that is written back once the collective completed (on wait() with async_op; torch's gloo takes strided
+    tensors)."""
     if all(t.is_contiguous() for t in outs) and all(t.is_contiguous() for t in ins):
         return call(outs, ins, async_op)
     dense_out = [t if t.is_contiguous() else t.contiguous() for t in outs]
-    work = call(dense_out, [t if t.is_contiguous() else t.contiguous() for t in ins], False)
-    if work is not None:
-        work.wait()
-    with _C._GradMode(False):
-        for t, d in zip(outs, dense_out):
-            if d is not t:
-                t.copy_(d)
-    return _done(async_op, outs)
+    work = call(dense_out, [t if t.is_contiguous() else t.contiguous() for t in ins], True)
+
+    def write_back():
+        with _C._GradMode(False):
+            for t, d in zip(outs, dense_out):
+                if d is not t:
+                    t.copy_(d)
+    return _issue(work, outs, write_back, async_op)
 
 
 class _BitwiseOp:
@@ -459,16 +443,17 @@ class _BitwiseOp:
 
 
 def _bitwise_all_reduce(tensor, op, g, async_op):
-    import numpy as np
-    if tensor.dtype.is_floating_point:
-        raise RuntimeError("all_reduce: ReduceOp.%s is not supported for floating point tensors (%s); use an "
-                           "integer or bool tensor" % (op.name, tensor.dtype))
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        raise RuntimeError("Cannot use ReduceOp.%s with non-integral dtype" % op.name)  # torch's
     from .._tensor import empty
     flat = empty(g.size * tensor.numel(), dtype=tensor.dtype)
-    g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), False)
-    result = op.fn.reduce(flat.numpy().reshape((g.size,) + tuple(tensor.shape)), axis=0)
-    tensor.copy_(_C._from_numpy(np.ascontiguousarray(result)))
-    return _done(async_op, [tensor])
+    work = g.all_gather_into_tensor(flat, tensor.reshape(-1).contiguous(), True)
+
+    def reduce_gathered():
+        import numpy as np
+        result = op.fn.reduce(flat.numpy().reshape((g.size,) + tuple(tensor.shape)), axis=0)
+        tensor.copy_(_C._from_numpy(np.ascontiguousarray(result)))
+    return _issue(work, [tensor], reduce_gathered, async_op)
 
 
 def _register_bitwise_ops():
@@ -505,10 +490,12 @@ def _bitwise_reduce_scatter(output, whole, op, g, async_op):
         raise ValueError("reduce_scatter: an input of %d elements for %d ranks x an output of %d"
                          % (whole.numel(), g.size, output.numel()))
     reduced = whole.reshape(-1).clone()
-    _bitwise_all_reduce(reduced, op, g, False)
-    with _C._GradMode(False):
-        output.copy_(reduced[g.rank * output.numel():(g.rank + 1) * output.numel()].reshape(output.shape))
-    return _done(async_op, [output])
+    work = _bitwise_all_reduce(reduced, op, g, True)
+
+    def keep_block():
+        with _C._GradMode(False):
+            output.copy_(reduced[g.rank * output.numel():(g.rank + 1) * output.numel()].reshape(output.shape))
+    return _issue(work, [output], keep_block, async_op)
 
 
 def _unstacked(whole, piece, g):
@@ -529,26 +516,6 @@ def all_gather_single(output_tensor, input_tensor, group=None, async_op=False):
 def reduce_scatter_single(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002 (torch's)
     """torch 2.15's name for reduce_scatter_tensor."""
     return reduce_scatter_tensor(output, input, op, group, async_op)
-
-
-def gather_single(tensor, gather_tensor=None, dst=None, group=None, async_op=False, group_dst=None):
-    """Rank dst's gather_tensor (every rank's tensor concatenated or stacked on dim 0) from one all-gather; other
-    ranks pass None."""
-    g = _group(group, "gather_single")
-    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather_single", "dst")
-    from .._tensor import empty
-    gathered = empty(g.size * tensor.shape[0] if tensor.dim() else g.size, *tensor.shape[1:], dtype=tensor.dtype)
-    all_gather_into_tensor(gathered, tensor.contiguous(), group=g)
-    if g.rank == root:
-        if gather_tensor is None or gather_tensor.numel() != gathered.numel():
-            raise ValueError("gather_single: the destination needs a gather_tensor of %d elements (%d ranks x %s), "
-                             "got %s" % (gathered.numel(), g.size, tuple(tensor.shape),
-                                         None if gather_tensor is None else tuple(gather_tensor.shape)))
-        gather_tensor.copy_(gathered.reshape(gather_tensor.shape))
-    return _done(async_op, [gather_tensor] if gather_tensor is not None else [])
-
-
-gather_into_tensor = gather_single  # torch's older name for it
 
 
 def set_timeout(timeout, group=None):
@@ -609,11 +576,27 @@ def get_default_backend_for_device(device):
     return table[kind]
 
 
+def _registered(group, op):
+    """group's global ranks, for get_global_rank / get_group_rank / get_process_group_ranks: None is torch's
+    ValueError (no group is registered under it), NON_GROUP_MEMBER a ValueError (torch reads whichever group this
+    rank was last left out of)."""
+    if group is None:
+        raise ValueError("Group None is not registered, please create group with torch.distributed.new_group API")
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("%s: this rank is not part of the group (NON_GROUP_MEMBER)" % op)
+    return list(group.global_ranks)
+
+
+def _remember_group(group):
+    """Records a group new_group / split_group made on this rank: a funcol group name resolves to it."""
+    if getattr(_local, "groups", None) is None:
+        _local.groups = []
+    _local.groups.append(group)
+
+
 def get_global_rank(group, group_rank):
     """The global rank of `group`'s member `group_rank` (torch.distributed.get_global_rank)."""
-    if group is GroupMember.NON_GROUP_MEMBER:
-        raise ValueError("get_global_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
-    ranks = group.global_ranks
+    ranks = _registered(group, "get_global_rank")
     if not 0 <= group_rank < len(ranks):  # (a ValueError, as torch's here, and a RuntimeError, as its collectives')
         raise _C.InvalidArgumentError("group rank %d is not in the group (size %d)" % (group_rank, len(ranks)))
     return ranks[group_rank]
@@ -621,9 +604,7 @@ def get_global_rank(group, group_rank):
 
 def get_group_rank(group, global_rank):
     """`global_rank`'s rank within `group` (torch.distributed.get_group_rank)."""
-    if group is GroupMember.NON_GROUP_MEMBER:
-        raise ValueError("get_group_rank: this rank is not part of the group (NON_GROUP_MEMBER)")
-    ranks = list(group.global_ranks)
+    ranks = _registered(group, "get_group_rank")
     if global_rank not in ranks:  # (ValueError as torch's get_group_rank; RuntimeError as broadcast(src=) there)
         raise _C.InvalidArgumentError("global rank %d is not part of the group (global ranks %s)"
                                       % (global_rank, ranks))
@@ -649,7 +630,11 @@ def _group_peer(g, peer, group_peer, op, what):
 @_collective
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     g = _group(group, "send")
-    _blocking_p2p(g, True, tensor, _group_peer(g, dst, group_dst, "send", "dst"), tag)
+    peer = _group_peer(g, dst, group_dst, "send", "dst")
+    if peer == g.rank:
+        raise ValueError("Invalid destination rank: destination rank should not be the same as the rank of the "
+                         "current process.")  # torch's
+    _blocking_p2p(g, True, tensor, peer, tag)
 
 
 @_collective
@@ -658,7 +643,7 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     (the first matching send). Returns the sender's global rank."""
     g = _group(group, "recv")
     if src is None and group_src is None:
-        _flush_p2p(g)
+        _flush_all_p2p()  # (it blocks)
         work = g.recv_any_source(tensor, tag)
         work.wait()
         return get_global_rank(g, work._source_rank())
@@ -681,7 +666,8 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     if src is None and group_src is None:  # from any rank: the work's _source_rank() names the sender
         _flush_p2p(g)
         return g.recv_any_source(tensor, tag)
-    return Work(_defer_p2p(g, False, tensor, _group_peer(g, src, group_src, "irecv", "src"), tag), [tensor])
+    peer = _group_peer(g, src, group_src, "irecv", "src")
+    return Work(_defer_p2p(g, False, tensor, peer, tag), [tensor], source=peer)
 
 
 @_collective
@@ -689,139 +675,6 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     g = _group(group, "all_to_all_single")
     splits = list(output_split_sizes or []), list(input_split_sizes or [])
     return _dense_call([output], [input], lambda o, i, a: g.all_to_all_single(o[0], i[0], *splits, a), async_op)
-
-
-def _check_parts(op, what, parts, like):
-    """Every tensor of a list collective's list has `like`'s shape and dtype, as torch's gloo requires (a list
-    entry of another shape with as many elements was reshaped, one of another dtype cast: silently)."""
-    for i, t in enumerate(parts):
-        if tuple(t.shape) != tuple(like.shape) or t.dtype != like.dtype:
-            raise _C.InvalidArgumentError(  # a ValueError (torch's for a dtype) and a RuntimeError (for a shape)
-                "%s: %s[%d] is %s %s, but the collective's tensor is %s %s (every entry must have its "
-                "shape and dtype)" % (op, what, i, str(t.dtype).rsplit(".", 1)[-1], list(t.shape),
-                                      str(like.dtype).rsplit(".", 1)[-1], list(like.shape)))
-
-
-@_collective
-def all_gather(tensor_list, tensor, group=None, async_op=False):
-    """tensor_list[r] = rank r's tensor (equal shapes), through one all_gather_into_tensor."""
-    g = _group(group, "all_gather")
-    if len(tensor_list) != g.size:
-        raise ValueError("all_gather: tensor_list has %d tensors for a group of %d ranks" % (len(tensor_list), g.size))
-    _check_parts("all_gather", "tensor_list", tensor_list, tensor)
-    from .._tensor import empty
-    # gathered with its shape (along dim 0), not flattened: the collective compares the ranks' shapes, so [2, 3] on
-    # one rank against [3, 2] on another raises instead of reinterpreting the same bytes
-    piece = tensor.reshape(1) if tensor.dim() == 0 else tensor.contiguous()
-    rows = piece.shape[0]
-    gathered = empty((g.size * rows,) + tuple(piece.shape[1:]), dtype=tensor.dtype)
-    g.all_gather_into_tensor(gathered, piece, False)
-    for r, out in enumerate(tensor_list):
-        out.copy_(gathered[r * rows:(r + 1) * rows].reshape(tuple(tensor.shape)))
-    return _done(async_op, tensor_list)
-
-
-@_collective
-def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
-    """Rank dst's gather_list[r] = rank r's tensor; other ranks pass no list."""
-    g = _group(group, "gather")
-    root = _group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "gather", "dst")
-    from .._tensor import zeros_like
-    parts = [zeros_like(tensor) for _ in range(g.size)]
-    all_gather(parts, tensor, group=g)
-    if g.rank != root and gather_list:  # (torch's check, after the exchange: the destination is not left waiting)
-        raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    if g.rank == root:
-        if gather_list is None or len(gather_list) != g.size:
-            raise ValueError("gather: the destination needs a gather_list of %d tensors" % g.size)
-        for out, part in zip(gather_list, parts):
-            out.copy_(part)
-    return _done(async_op, gather_list or [])
-
-
-@_collective
-def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
-    """tensor = rank src's scatter_list[r] on rank r (one broadcast of the stacked list, with a last element that
-    says whether the source's list was valid: a bad list raises on every rank at once, not only on the source while
-    the others wait out the group's timeout)."""
-    g = _group(group, "scatter")
-    root = _group_peer(g, 0 if src is None and group_src is None else src, group_src, "scatter", "src")
-    from .._tensor import zeros
-    n = tensor.numel()
-    flat = zeros(g.size * n + 1, dtype=tensor.dtype)
-    error = None
-    if g.rank == root:
-        try:
-            if scatter_list is None or len(scatter_list) != g.size:
-                raise ValueError("scatter: the source needs a scatter_list of %d tensors" % g.size)
-            _check_parts("scatter", "scatter_list", scatter_list, tensor)
-            for r, part in enumerate(scatter_list):
-                flat[r * n:(r + 1) * n].copy_(part.reshape(-1))
-            flat[-1] = 1
-        except Exception as e:  # noqa: BLE001 (raised below, after the peers learnt of it)
-            error = e
-    g.broadcast(flat, root, False)
-    if error is not None:
-        raise error
-    if not bool(flat[-1]):
-        raise RuntimeError("scatter: the source rank %d's scatter_list was refused (its error names why)" % root)
-    tensor.copy_(flat[g.rank * n:(g.rank + 1) * n].view(*tensor.shape))
-    return _done(async_op, [tensor])
-
-
-@_collective
-def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
-    """Rank dst's tensor becomes the reduction; the others' are left as they were."""
-    g = _group(group, "reduce")
-    root = _group_peer(g, dst, group_dst, "reduce", "dst")
-    result = tensor.clone()
-    if isinstance(op, _BitwiseOp):
-        _bitwise_all_reduce(result, op, g, False)
-    else:
-        g.all_reduce(result, op, False)
-    if g.rank == root:
-        tensor.copy_(result)
-    return _done(async_op, [tensor])
-
-
-@_collective
-def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
-    """output = the reduction over ranks of their input_list[rank] (list form of reduce_scatter_tensor)."""
-    from .. import cat
-    g = _group(group, "reduce_scatter")
-    if len(input_list) != g.size:
-        raise ValueError("reduce_scatter: input_list has %d tensors for a group of %d ranks" % (len(input_list), g.size))
-    _check_parts("reduce_scatter", "input_list", input_list, output)
-    from .._tensor import empty
-    flat = cat([t.reshape(-1) for t in input_list], 0).contiguous()
-    if isinstance(op, _BitwiseOp):
-        return _bitwise_reduce_scatter(output, flat, op, g, async_op)
-    out = empty(output.numel(), dtype=output.dtype)
-    g.reduce_scatter_tensor(out, flat, op, False)
-    output.copy_(out.view(*output.shape))
-    return _done(async_op, [output])
-
-
-@_collective
-def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
-    """output_tensor_list[r] = rank r's input_tensor_list[this rank] (list form of all_to_all_single; the
-    tensors are split along dim 0 of their concatenation)."""
-    from .. import cat
-    g = _group(group, "all_to_all")
-    if len(input_tensor_list) != g.size or len(output_tensor_list) != g.size:
-        raise ValueError("all_to_all: lists of %d and %d tensors for a group of %d ranks"
-                         % (len(output_tensor_list), len(input_tensor_list), g.size))
-    # Each tensor flattened, split by element counts: any per-peer shapes, empty and 0-d ones included.
-    from .._tensor import empty
-    flat_in = cat([t.reshape(-1) for t in input_tensor_list], 0).contiguous()
-    out_sizes = [t.numel() for t in output_tensor_list]
-    flat_out = empty(sum(out_sizes), dtype=flat_in.dtype)
-    g.all_to_all_single(flat_out, flat_in, out_sizes, [t.numel() for t in input_tensor_list], False)
-    start = 0
-    for t, n in zip(output_tensor_list, out_sizes):
-        t.copy_(flat_out[start:start + n].reshape(*t.shape))
-        start += n
-    return _done(async_op, output_tensor_list)
 
 
 @_collective
@@ -847,7 +700,9 @@ class P2POp:
         if op not in (isend, irecv):
             raise ValueError("Invalid ``op``. Expected ``op`` to be of type ``torch.distributed.isend`` or "
                              "``torch.distributed.irecv``.")
-        self.op, self.tensor, self.peer, self.group, self.tag, self.group_peer = op, tensor, peer, group, tag, group_peer
+        _check_single_tensor(tensor, "tensor")
+        self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+        self.tag, self.group_peer = tag, group_peer
 
 
 def batch_isend_irecv(p2p_op_list):
@@ -872,12 +727,13 @@ def batch_isend_irecv(p2p_op_list):
 
 def get_process_group_ranks(group):
     """The global ranks of group's members, in group-rank order."""
-    g = _group(group, "get_process_group_ranks")
-    return [get_global_rank(g, r) for r in range(g.size)]
+    return _registered(_group(group, "get_process_group_ranks"), "get_process_group_ranks")
 
 
 def get_backend(group=None):
     """The group's backend name ("gloo", "nccl"; "threads" for run_ranks' in-process ranks)."""
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("Invalid process group specified")  # torch's
     return _group(group, "get_backend").backend
 
 
@@ -925,41 +781,8 @@ def get_node_local_rank(fallback_rank=None):
 group = GroupMember  # torch.distributed.group.WORLD
 
 
-def _done(async_op, outputs):
-    """async_op=True on the composed collectives: they ran synchronously; a completed Work-like handle over their
-    output tensors."""
-    return _CompletedWork(outputs) if async_op else None
-
-
-class _CompletedWork:
-    """torch's Work for a collective that already ran: wait(), is_completed(), is_success(), exception(),
-    result() and get_future() (a completed Future holding the output tensors)."""
-
-    def __init__(self, outputs):
-        self._outputs = list(outputs)
-
-    def wait(self, timeout=None):
-        return True
-
-    def is_completed(self):
-        return True
-
-    def is_success(self):
-        return True
-
-    def exception(self):
-        return None
-
-    def result(self):
-        return list(self._outputs)
-
-    def get_future(self):
-        from ..futures import Future
-        fut = Future()
-        fut.set_result(list(self._outputs))
-        return fut
-
-
+from ._composed import (all_gather, all_to_all, gather, gather_into_tensor, gather_single,  # noqa: E402,F401
+                        reduce, reduce_scatter, scatter)
 from ._groups import new_group, new_subgroups, new_subgroups_by_enumeration, split_group  # noqa: E402,F401
 from ._object_collectives import (all_gather_object, broadcast_object_list, gather_object,  # noqa: E402,F401
                                   recv_object_list, scatter_object_list, send_object_list)

@@ -1,24 +1,32 @@
 """tessel.distributed's group creation (torch's new_group, new_subgroups, new_subgroups_by_enumeration and
 split_group), kept out of the package's __init__, which re-exports them. Each is collective over its parent
 group: every member creates the same groups in the same order."""
-from . import GroupMember, _default_group, _flush_p2p, _group
+from . import GroupMember, _default_group, _flush_all_p2p, _group, _remember_group
 from ._c10d_extras import _count_groups
 
 
-def _groups_of(parent, splits, timeout):
+def _groups_of(parent, splits, timeout, sort_ranks=True):
     """One new group of `parent` per list of its group ranks, created in list order (collective over parent):
-    the groups (NON_GROUP_MEMBER where this rank is not in one) and this rank's, or None."""
-    _flush_p2p(parent)
+    the groups (NON_GROUP_MEMBER where this rank is not in one) and this rank's, or None. Each group's ranks are
+    sorted, or with sort_ranks=False in the listed order (the first listed is its rank 0)."""
+    _flush_all_p2p()  # (it blocks)
     groups, mine = [], None
     for split in splits:
-        g = parent.new_group(sorted(int(r) for r in split))
+        ranks = sorted(int(r) for r in split) if sort_ranks else [int(r) for r in split]
+        g = parent.new_group(ranks)
         if g is None:
             groups.append(GroupMember.NON_GROUP_MEMBER)
             continue
         g.timeout = timeout if timeout is not None else parent.timeout
         groups.append(g)
+        _remember_group(g)
         mine = g
     return groups, mine
+
+
+def _check_backend(op, backend):
+    if backend not in (None, "gloo", "cpu:gloo", "threads"):
+        raise ValueError("%s: backend '%s' is not available from Python" % (op, backend))
 
 
 def _check_disjoint(rank_lists, size, out_of_range, repeated):
@@ -35,27 +43,29 @@ def _check_disjoint(rank_lists, size, out_of_range, repeated):
 
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
-              group_desc=None):
-    """A group of the default group's ranks `ranks` (global ranks; all of them when None), in that order.
-    Every rank of the default group calls it, in the same order as its other new_group calls (torch's
-    rule; tessel checks it and names both calls when they differ). Ranks outside get NON_GROUP_MEMBER.
-    With use_local_synchronization=True (torch's), only the members need to call it: a member's k-th such
-    call with a rank list pairs with the other members' k-th with the same list, and the other ranks take no
-    part (one that calls anyway gets NON_GROUP_MEMBER at once)."""
+              group_desc=None, device_id=None, sort_ranks=True):
+    """A group of the default group's ranks `ranks` (global ranks; all of them when None), sorted (torch's
+    default), or with sort_ranks=False in the given order (ranks[0] is its rank 0). device_id (torch's device to
+    bind the group to) changes nothing on the CPU. Every rank of the default group calls it, in the same order as
+    its other new_group calls (torch's rule; tessel checks it and names both calls when they differ). Ranks
+    outside get NON_GROUP_MEMBER. With use_local_synchronization=True (torch's), only the members need to call
+    it: a member's k-th such call with a rank list pairs with the other members' k-th with the same list, and the
+    other ranks take no part (one that calls anyway gets NON_GROUP_MEMBER at once)."""
     world = _default_group("new_group")
-    if backend not in (None, "gloo", "cpu:gloo", "threads"):
-        raise ValueError("new_group: backend '%s' is not available from Python" % backend)
+    _check_backend("new_group", backend)
     if use_local_synchronization:
-        members = sorted(int(r) for r in (range(world.size) if ranks is None else ranks))
+        listed = [int(r) for r in (range(world.size) if ranks is None else ranks)]
+        members = sorted(listed) if sort_ranks else listed
         if world.rank not in members:
             return GroupMember.NON_GROUP_MEMBER
-        _flush_p2p(world)
+        _flush_all_p2p()
         g = world.new_group_among_members(members)
         g.timeout = timeout if timeout is not None else world.timeout
         _count_groups(1)
+        _remember_group(g)
         return g
     _count_groups(1)  # on every rank, members or not (torch)
-    return _groups_of(world, [range(world.size) if ranks is None else ranks], timeout)[0][0]
+    return _groups_of(world, [range(world.size) if ranks is None else ranks], timeout, sort_ranks)[0][0]
 
 
 def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
@@ -106,12 +116,13 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=
     return mine, subgroups
 
 
-def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None, backend=None):
     """torch's split_group: parent_pg (default: the default group) cut into the groups of split_ranks, lists of
-    ranks *of the parent* that do not overlap; returns this rank's group, or None when no split holds it.
-    Collective over the parent (each split is one new group of it, created in the listed order on every rank;
-    torch does this for NCCL only, tessel for every backend)."""
+    ranks *of the parent* that do not overlap, each group's ranks in its list's order (split_ranks=[[1, 0]]:
+    parent rank 1 is the group's rank 0); returns this rank's group, or None when no split holds it. Collective
+    over the parent (each split is one new group of it, created in the listed order on every rank)."""
     parent = _group(parent_pg, "split_group")
+    _check_backend("split_group", backend)
     if not split_ranks:
         raise ValueError("split_group: split_ranks cannot be None or empty")
     _check_disjoint(split_ranks, parent.size,
@@ -119,4 +130,4 @@ def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
                     "the parent's group ranks)" % (r, parent.size),
                     lambda r, i, j: "split_group: rank %d appears in splits %d and %d" % (r, i, j))
     _count_groups(1)  # one per split_group call, as torch's count
-    return _groups_of(parent, split_ranks, timeout)[1]
+    return _groups_of(parent, split_ranks, timeout, sort_ranks=False)[1]
