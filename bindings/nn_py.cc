@@ -703,11 +703,12 @@ void BindGPT(py::module_& m) {
 // generator in the recompute; early_stop ends the recompute once every saved tensor is back.
 void BindActivationCheckpoint(py::module_& m) {
   m.def("_checkpoint", [](py::object fn, const TensorList& inputs, py::object policy, bool preserve_rng,
-                          bool allow_cache_entry_mutation, bool early_stop) {
+                          bool allow_cache_entry_mutation, bool early_stop, bool determinism_check) {
     auto f = ShareCallable(std::move(fn));
     autograd::CheckpointOptions options;
     options.allow_cache_entry_mutation = allow_cache_entry_mutation;
     options.early_stop = early_stop;
+    options.check_metadata = determinism_check;
     if (preserve_rng) options.generators = {&DefaultGenerator()};
     if (py::isinstance<py::list>(policy) || py::isinstance<py::tuple>(policy)) {
       options.save_outputs = autograd::SaveOutputsOf(policy.cast<std::vector<std::string>>());
@@ -725,7 +726,7 @@ void BindActivationCheckpoint(py::module_& m) {
     };
     return autograd::Checkpoint(std::move(run), inputs, std::move(options));
   }, py::arg("fn"), py::arg("inputs"), py::arg("policy"), py::arg("preserve_rng"),
-     py::arg("allow_cache_entry_mutation") = false, py::arg("early_stop") = true);
+     py::arg("allow_cache_entry_mutation") = false, py::arg("early_stop") = true, py::arg("determinism_check") = true);
   m.def("_in_checkpoint_recompute", &autograd::InCheckpointRecompute);
   // checkpoint_wrapper of a C++ layer (nn.Linear, ...): core/nn/checkpoint_wrapper.h's in-place wrapper, so
   // each call of the layer runs under autograd::Checkpoint (names and state-dict keys unchanged).

@@ -79,6 +79,13 @@ class Frame : public std::enable_shared_from_this<Frame> {
   std::vector<bool> input_requires_grad_;
   std::vector<uint32_t> input_versions_;  // after the forward: a later in-place write is caught at the rerun
   int64_t num_saved_ = 0;
+  struct SavedMeta {
+    bool defined = false;
+    Shape shape;
+    DType dtype = DType::kFloat32;
+  };
+  std::vector<SavedMeta> saved_meta_;  // per saved tensor at the forward (CheckpointOptions::check_metadata)
+  void CheckRecomputedMeta(int64_t index, const Tensor& t) const;
   // Selective ([Note: selective decisions]): every op call of the first forward in call order (an op before
   // the ops it calls), the policy's decision on it, and a kept op's outputs.
   struct Decision {
@@ -173,6 +180,7 @@ TensorList Frame::Forward(const TensorList& inputs) {
   std::shared_ptr<Frame> self = shared_from_this();
   PackFn pack = [this, self](const Tensor& saved) -> UnpackFn {
     if (options_.save_outputs) Need(saved);
+    saved_meta_.push_back(saved.defined() ? SavedMeta{true, saved.sizes(), saved.dtype()} : SavedMeta{});
     const int64_t index = num_saved_++;
     return [self, index] { return self->Unpack(index); };
   };
@@ -254,6 +262,7 @@ void Frame::Recompute() {
   PackFn collect = [this, &next, &stopped, higher_order](const Tensor& t) -> UnpackFn {
     TESSEL_CHECK_CODE(ErrorCode::kInternal, next < num_saved_, "Checkpoint recompute saved more than the ", num_saved_,
                       " tensors the forward saved; the checkpointed function is not deterministic");
+    if (options_.check_metadata) CheckRecomputedMeta(next, t);
     recomputed_[next++] = higher_order ? t : Detach(t);
     if (options_.early_stop && next == num_saved_) {
       stopped = true;
@@ -285,6 +294,19 @@ void Frame::Recompute() {
   kept_served_ = kept_served_ || !higher_order;
   handed_out_ = 0;
   recomputed_valid_ = true;
+}
+
+void Frame::CheckRecomputedMeta(int64_t index, const Tensor& t) const {
+  const SavedMeta& want = saved_meta_[static_cast<size_t>(index)];
+  const bool same = want.defined == t.defined() && (!want.defined || (want.shape == t.sizes() && want.dtype == t.dtype()));
+  TESSEL_CHECK_CODE(ErrorCode::kInternal, same, "torch.utils.checkpoint: Recomputed values for the following tensors "
+                    "have different metadata than during the forward pass.\ntensor at position ", index, ":\n"
+                    "saved metadata: {'shape': ", want.defined ? ShapeStr(want.shape) : std::string("None"),
+                    ", 'dtype': ", want.defined ? std::string(DTypeName(want.dtype)) : std::string("None"),
+                    "}\nrecomputed metadata: {'shape': ", t.defined() ? ShapeStr(t.sizes()) : std::string("None"),
+                    ", 'dtype': ", t.defined() ? std::string(DTypeName(t.dtype())) : std::string("None"),
+                    "}\n(the checkpointed function must compute the same tensors when it reruns; "
+                    "determinism_check='none' skips this check)");
 }
 
 Tensor Frame::Unpack(int64_t index) {

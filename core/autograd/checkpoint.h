@@ -74,6 +74,9 @@ struct CheckpointOptions {
   // torch's early_stop: the rerun stops as soon as every saved tensor is back, so the ops (and module hooks)
   // after the last one that saved a tensor run once, in the forward only. false: fn reruns to its end.
   bool early_stop = true;
+  // torch's determinism_check="default": each tensor the rerun saves must have the shape and dtype the forward's
+  // had (a rerun that took another branch gave silently wrong gradients); false is torch's "none".
+  bool check_metadata = true;
 };
 
 using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;

@@ -213,7 +213,7 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
 
     stop = early_stop if _checkpoint_early_stop is None else _checkpoint_early_stop
     outs = _C._checkpoint(run, [args[i] for i in slots], policy, bool(preserve_rng_state), allow_mutation,
-                          bool(stop))
+                          bool(stop), not reentrant and determinism_check != "none")
     return shape[0](outs)
 
 
