@@ -179,7 +179,7 @@ for _name in _extra._FLOAT_OPS:  # t.exp(), t.sqrt(), ...: C++ for a plain float
     setattr(Tensor, _name, _C._fast_unary(_name, getattr(Tensor, _name)))
 relu_ = lambda input: input.relu_()  # noqa: E731 (torch.relu_)
 from . import autograd, backends, linalg, nn, optim, distributed, distributions, multiprocessing, profiler, special, utils  # noqa: E402,F401,E501
-from . import amp, fft, func, futures, ops, random, testing  # noqa: E402,F401
+from . import amp, fft, func, futures, ops, random, testing, _higher_order_ops  # noqa: E402,F401
 from . import _namespace  # noqa: E402 (torch.add / div(rounding_mode) / dot / hsplit / cov / x.tril_() / ...)
 _namespace.install(globals())
 from . import accelerator, serialization  # noqa: E402,F401 (torch.accelerator, torch.serialization)

@@ -4,11 +4,14 @@ for selective activation checkpointing's save lists and policies (tessel.utils.c
 hashable handle; calling one is not supported (tessel's collectives are tessel.distributed's functions, its ops
 tessel's functions).
 
-The aten handles stand for tessel's ops: a GEMM family (aten.mm / addmm / bmm / matmul / linear: tessel's "linear"
-and "matmul") and an attention family (aten._scaled_dot_product_flash_attention / _efficient_ / _cudnn_ /
-_flash_attention_for_cpu: tessel's "scaled_dot_product_attention"); handles of one family compare equal and hash
-alike, so torchtitan's `func in _save_list` and `func == torch.ops.aten.mm.default` read as there. Other names
-stand for the tessel op of the same name ("max", "cat", ...)."""
+The aten handles (torch's OpOverload: overloadpacket, _opname, _overloadname, name()) stand for tessel's ops:
+aten.mm / addmm / bmm / mv / dot for tessel's "linear" and "matmul" (which one a call is, its inputs say:
+tessel.utils.checkpoint), aten._softmax for "softmax", aten.native_layer_norm for "layer_norm", aten.max for a full
+"amax", aten.mul.Tensor / add.Tensor for "mul" / "mul_scalar" / "add" / "add_scalar", aten.t for a 2-D "transpose";
+the attention family (aten._scaled_dot_product_flash_attention / _efficient_ / _cudnn_ /
+_flash_attention_for_cpu: tessel's "scaled_dot_product_attention") compare equal and hash alike, so torchtitan's
+`func in _save_list` reads as there. Other names stand for the tessel op of the same name ("cat", ...). Any other
+namespace (torch.ops.torch_attn) exists and is empty."""
 
 
 class _OpHandle:
@@ -32,10 +35,17 @@ class _OpHandle:
 
 
 class _Namespace:
+    """torch.ops.<ns>: an op it lacks raises torch's AttributeError."""
+
     def __init__(self, name, ops):
         self._name = name
         for op in ops:
             setattr(self, op, _OpHandle(name, op))
+
+    def __getattr__(self, op):
+        if op.startswith("__") or op == "_name":
+            raise AttributeError(op)
+        raise AttributeError("'_OpNamespace' '%s' object has no attribute '%s'" % (self._name, op))
 
     def __repr__(self):
         return "tessel.ops.%s" % self._name
@@ -48,22 +58,30 @@ _c10d_functional = c10d_functional  # torch's native namespace: CommDebugMode co
 c10d = _Namespace("c10d", ["send", "recv_", "barrier"])
 
 
-_FAMILIES = {"mm": ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear"),
-             "sdpa": ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+_FAMILIES = {"sdpa": ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
                       "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
                       "_scaled_dot_product_flash_attention_for_cpu")}
-_TESSEL_OPS = {"mm": ("linear", "matmul"), "sdpa": ("scaled_dot_product_attention",)}
 _FAMILY_OF = {name: family for family, names in _FAMILIES.items() for name in names}
+# torch's aten overload -> the tessel ops it stands for in a save list (tessel_ops); the reverse (which aten
+# overload a tessel op call is, from its inputs and outputs) is aten_call below
+_TESSEL_OPS = {"mm": ("linear", "matmul"), "addmm": ("linear",), "bmm": ("matmul",), "mv": ("matmul",),
+               "dot": ("matmul",), "sdpa": ("scaled_dot_product_attention",), "_softmax": ("softmax",),
+               "native_layer_norm": ("layer_norm",), "max": ("amax",), "mul": ("mul", "mul_scalar"),
+               "add": ("add", "add_scalar"), "t": ("transpose",)}
 
 
 class _AtenOverload:
-    """torch.ops.aten.<name>.<overload>: tessel_ops are the tessel ops it stands for."""
+    """torch.ops.aten.<name>.<overload> (torch's OpOverload): tessel_ops are the tessel ops it stands for (one
+    of them may stand for several aten overloads: tessel's linear is aten.mm or aten.addmm, as the call's
+    inputs say; utils.checkpoint tells them apart)."""
 
-    def __init__(self, name, overload):
+    def __init__(self, packet, overload):
+        name = packet._name
+        self.overloadpacket, self._opname, self._overloadname = packet, name, overload
         self._name, self._overload = name, overload
         family = _FAMILY_OF.get(name)
-        self._key = family or name
-        self.tessel_ops = _TESSEL_OPS.get(family, (name,))
+        self._key = family or (name, overload)
+        self.tessel_ops = _TESSEL_OPS.get(family or name, (name,))
         self.__name__ = "%s.%s" % (name, overload)
 
     def __eq__(self, other):
@@ -84,23 +102,35 @@ class _AtenOverload:
 
 
 class _AtenPacket:
+    """torch.ops.aten.<name> (torch's OpOverloadPacket): one object per name, each overload one object."""
+
     def __init__(self, name):
-        self._name = name
+        self._name = self.__name__ = name
+        self._overloads = {}
 
     def __getattr__(self, overload):
-        if overload.startswith("__"):
+        if overload.startswith("__") or overload == "_overloads":
             raise AttributeError(overload)
-        return _AtenOverload(self._name, overload)
+        got = self._overloads.get(overload)
+        if got is None:
+            got = self._overloads[overload] = _AtenOverload(self, overload)
+        return got
 
     def __repr__(self):
         return "aten.%s" % self._name
 
 
 class _Aten:
+    def __init__(self):
+        self._packets = {}
+
     def __getattr__(self, name):
-        if name.startswith("__"):
+        if name.startswith("__") or name == "_packets":
             raise AttributeError(name)
-        return _AtenPacket(name)
+        got = self._packets.get(name)
+        if got is None:
+            got = self._packets[name] = _AtenPacket(name)
+        return got
 
     def __repr__(self):
         return "tessel.ops.aten"
@@ -110,9 +140,20 @@ aten = _Aten()
 
 
 def aten_for(op_name):
-    """The aten handle a selective policy function receives for tessel's op op_name (torch passes an OpOverload):
-    "linear" / "matmul" -> aten.mm.default, "scaled_dot_product_attention" -> aten._scaled_dot_product_flash_attention
-    .default (its family), any other op -> aten.<op_name>.default."""
+    """The aten handle of tessel's op op_name, its inputs unknown: "linear" / "matmul" -> aten.mm.default,
+    "scaled_dot_product_attention" -> aten._scaled_dot_product_flash_attention.default (its family), any other
+    op -> aten.<op_name>.default (utils.checkpoint's policy calls read the inputs: aten.addmm for a biased linear,
+    aten._softmax for softmax, ...)."""
     family = _FAMILY_OF.get(op_name)
-    name = {"mm": "mm", "sdpa": "_scaled_dot_product_flash_attention"}.get(family, op_name)
-    return _AtenOverload(name, "default")
+    name = {"linear": "mm", "matmul": "mm"}.get(op_name) or \
+        {"sdpa": "_scaled_dot_product_flash_attention"}.get(family, op_name)
+    return getattr(aten, name).default
+
+
+def __getattr__(name):
+    """torch.ops.<namespace> for any namespace (torch.ops.torch_attn, ...): an empty one, so getattr(torch.ops.ns,
+    "op", None) is None as torch's is; torch.library's custom ops fill it."""
+    if name.startswith("__"):
+        raise AttributeError("module 'tessel.ops' has no attribute %r" % name)
+    ns = globals()[name] = _Namespace(name, [])
+    return ns

@@ -25,6 +25,11 @@ def get_buffer(self, target):
 _get_submodule_cpp = Module.get_submodule
 
 
+def _activation_wrapper():
+    from ..distributed.algorithms._checkpoint.checkpoint_wrapper import ActivationWrapper
+    return ActivationWrapper
+
+
 def get_submodule(self, target):
     """torch's get_submodule: the module at a dotted path; AttributeError naming the first missing step."""
     try:
@@ -33,6 +38,8 @@ def get_submodule(self, target):
         pass
     module = self
     for item in target.split("."):
+        if item == "_checkpoint_wrapped_module" and isinstance(module, _activation_wrapper()):
+            continue  # torch's CheckpointWrapper child: tessel's wrapper is the module itself
         child = dict(module._named_children()).get(item)
         if child is None:
             if hasattr(module, item) and not isinstance(getattr(module, item), Module):

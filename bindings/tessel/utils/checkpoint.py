@@ -13,7 +13,8 @@ preserve_rng_state=True (the default) replays the thread's default generator, so
 mask in the recompute. use_reentrant is torch's: not passed, it warns and means True; True runs the same
 recompute as False, with torch's reentrant rules where they change results (no tensor input that requires
 grad: the region's parameters get no gradient, with torch's warning; keyword arguments, context_fn and debug
-refused). The recompute stops once every saved tensor is back (early_stop=True, torch's default: the ops and
+refused; the recompute reruns the whole function). Non-reentrant, the recompute stops once every saved tensor is
+back (early_stop=True, torch's default: the ops and
 module hooks after the last saving op run once; False or set_checkpoint_early_stop(False) reruns the whole
 function). An input written in place after the forward
 (`h += checkpoint(f, h)`) and, under a selective policy, a kept output written in place raise at backward as
@@ -96,46 +97,124 @@ class _NullContext:
         return False
 
 
-def _op_names(entry):
-    """The tessel op names a save-list entry stands for: a name, or a torch.ops.aten handle (tessel.ops)."""
+def _check_entry(entry):
+    """A save-list entry: a tessel op name, or a torch.ops.aten handle (tessel.ops) / other named handle."""
     from .. import ops
     if isinstance(entry, str):
-        return [entry]
+        return entry
     if isinstance(entry, ops._AtenPacket):  # torch's message for an OpOverloadPacket
         raise ValueError("Expected op in `op_list` to be an OpOverload but got: %r of type %s. Please update the "
                          "OpOverloadPacket to a specific OpOverload.For example, if you have `torch.ops.aten.mm`, "
                          "change it to `torch.ops.aten.mm.default`." % (entry, type(entry)))
-    ops = getattr(entry, "tessel_ops", None)
-    if ops is not None:
-        return list(ops)
+    if isinstance(entry, ops._AtenOverload):
+        return entry
     name = getattr(entry, "__name__", None)
     if not isinstance(name, str):
         raise TypeError("create_selective_checkpoint_contexts: the list must hold op names or torch.ops.aten "
                         "handles, got %r" % (entry,))
-    return [name]
+    return name  # a collective's handle (torch.ops._c10d_functional.*) or a higher-order op: by name
+
+
+def _tensor_or_none(t):
+    """An op's input as torch passes it: an undefined tensor (a Linear without bias) is None."""
+    try:
+        t.dim()
+    except RuntimeError:
+        return None
+    return t
+
+
+def _host(t, view):
+    """t's data laid out as torch's decomposition passes it (view of its numpy array: x.reshape(-1, k), w.T), as a
+    new tensor: built off the autograd and checkpoint machinery (a tessel op run inside the policy call would be
+    recorded as one of the region's ops). A tensor numpy cannot hold (bfloat16, a DTensor) is passed as it is."""
+    import numpy as np
+    from .. import from_numpy
+    try:
+        return from_numpy(np.ascontiguousarray(view(t.detach().numpy())))
+    except Exception:
+        return t
+
+
+def _aten_call(op_name, inputs, outputs):
+    """torch's (OpOverload, args) for a call of tessel's op op_name: a linear is aten.addmm(bias, x2d, w.t()) or
+    aten.mm(x2d, w.t()), a matmul aten.mm / bmm / mv / dot, softmax aten._softmax, layer_norm aten.native_layer_norm
+    (x, normalized_shape, weight, bias), a full amax (t.max()) aten.max, mul / add (tensor or scalar)
+    aten.mul.Tensor / add.Tensor, a 2-D transpose aten.t; other ops aten.<name>.default with their tensor inputs
+    (tessel's ops hand over no non-tensor arguments: softmax's dim, a scalar operand, eps, ... are not in args)."""
+    from .. import ops
+    aten = ops.aten
+    args = tuple(_tensor_or_none(t) for t in inputs)
+    if op_name == "linear" and len(args) >= 2 and args[0] is not None:
+        x, w = args[0], args[1]
+        x2 = x if x.dim() == 2 else _host(x, lambda a: a.reshape(-1, a.shape[-1]))
+        bias = args[2] if len(args) > 2 else None
+        if bias is not None:
+            return aten.addmm.default, (bias, x2, _host(w, lambda a: a.T))
+        return aten.mm.default, (x2, _host(w, lambda a: a.T))
+    if op_name == "matmul" and len(args) == 2 and None not in args:
+        a, b = args
+        if a.dim() == 1 and b.dim() == 1:
+            return aten.dot.default, args
+        if a.dim() == 2 and b.dim() == 1:
+            return aten.mv.default, args
+        if b.dim() == 2 and a.dim() >= 2:
+            return aten.mm.default, (a if a.dim() == 2 else _host(a, lambda n: n.reshape(-1, n.shape[-1])), b)
+        if a.dim() >= 3 and b.dim() >= 3 and a.shape[:-2] == b.shape[:-2]:
+            if a.dim() == 3:
+                return aten.bmm.default, args
+            return aten.bmm.default, tuple(_host(t, lambda n: n.reshape(-1, *n.shape[-2:])) for t in args)
+        return aten.matmul.default, args
+    out = outputs[0] if outputs else None
+    if op_name == "softmax":
+        return aten._softmax.default, args
+    if op_name == "layer_norm" and len(args) == 3:
+        x, w, b = args
+        normalized = list(w.shape) if w is not None else list(x.shape[-1:])
+        return aten.native_layer_norm.default, (x, normalized, w, b)
+    if op_name == "amax" and out is not None and out.dim() == 0 and args[0].dim() > 0:
+        return aten.max.default, args
+    if op_name in ("mul", "mul_scalar"):
+        return aten.mul.Tensor, args
+    if op_name in ("add", "add_scalar"):
+        return aten.add.Tensor, args
+    if op_name == "transpose" and args and args[0] is not None:
+        return (aten.t.default if args[0].dim() == 2 else aten.transpose.int), args
+    return ops.aten_for(op_name), args
+
+
+def _saves(decision):
+    if isinstance(decision, CheckpointPolicy):
+        return decision in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE,
+                            CheckpointPolicy.MUST_CPU_OFFLOAD, CheckpointPolicy.PREFER_CPU_OFFLOAD)
+    return bool(decision)
 
 
 def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
     """A list of ops whose outputs are saved: tessel's names ("linear", "matmul", "scaled_dot_product_attention",
-    ...) or torch's handles (torch.ops.aten.mm.default, ...: tessel.ops); or a policy fn(ctx, func, *args)
-    returning a CheckpointPolicy (or a bool: save), where func is the torch.ops.aten handle of the op
-    (aten.mm.default for linear / matmul; tessel.ops.aten_for), args its tensor arguments and ctx.op_output its
-    output; asked once per op call, in the forward (torch 2.15's rule)."""
-    from .. import ops
+    ...) or torch's handles (torch.ops.aten.mm.default, ...: tessel.ops, matched as torch names the call:
+    _aten_call); or a policy fn(ctx, func, *args) returning a CheckpointPolicy (or a bool: save), where func is
+    the torch.ops.aten handle of the op (aten.mm.default for an unbiased linear, aten.addmm.default for a biased
+    one, ...), args torch's tensor arguments (an undefined tensor None) and ctx.op_output its output; asked once
+    per op call, in the forward (torch 2.15's rule)."""
     if isinstance(policy_fn_or_list, (list, tuple, set, frozenset)):
-        names = sorted({n for entry in policy_fn_or_list for n in _op_names(entry)})
-        return _SelectiveContexts(names, allow_cache_entry_mutation)
+        entries = [_check_entry(e) for e in policy_fn_or_list]
+        names = sorted({e for e in entries if isinstance(e, str)})
+        handles = {e for e in entries if not isinstance(e, str)}
+        if not handles:
+            return _SelectiveContexts(names, allow_cache_entry_mutation)
+
+        def listed(op_name, inputs, outputs):
+            return op_name in names or _aten_call(op_name, inputs, outputs)[0] in handles
+        return _SelectiveContexts(listed, allow_cache_entry_mutation)
     if not callable(policy_fn_or_list):
         raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
     fn = policy_fn_or_list
 
     def save(op_name, inputs, outputs):
         out = None if outputs is None else (outputs[0] if len(outputs) == 1 else tuple(outputs))
-        decision = fn(SelectiveCheckpointContext(is_recompute=False, op_output=out), ops.aten_for(op_name), *inputs)
-        if isinstance(decision, CheckpointPolicy):
-            return decision in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE,
-                                CheckpointPolicy.MUST_CPU_OFFLOAD, CheckpointPolicy.PREFER_CPU_OFFLOAD)
-        return bool(decision)
+        func, args = _aten_call(op_name, inputs, outputs)
+        return _saves(fn(SelectiveCheckpointContext(is_recompute=False, op_output=out), func, *args))
     return _SelectiveContexts(save, allow_cache_entry_mutation)
 
 
@@ -146,16 +225,23 @@ _REENTRANT_DEFAULT_WARNING = (
     "the differences between the two variants.")
 
 
-def _reentrant(use_reentrant, stacklevel):
+_SEQUENTIAL_REENTRANT_DEFAULT_WARNING = (
+    "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter should be passed explicitly. In a "
+    "future release, we will raise an exception if use_reentrant is not passed. use_reentrant=False is recommended, "
+    "but if you need to preserve the current default behavior, you can pass use_reentrant=True. Refer to docs for "
+    "more details on the differences between the two variants.")
+
+
+def _reentrant(use_reentrant, stacklevel, message=_REENTRANT_DEFAULT_WARNING):
     """torch's default: not passed, it warns and is True."""
     if use_reentrant is None:
-        warnings.warn(_REENTRANT_DEFAULT_WARNING, stacklevel=stacklevel + 1)
+        warnings.warn(message, stacklevel=stacklevel + 1)
         return True
     return bool(use_reentrant)
 
 
-def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
-               preserve_rng_state=True, early_stop=True, respect_saved_tensors_hooks=None, **kwargs):
+def checkpoint(function=None, *args, use_reentrant=None, context_fn=noop_context_fn, determinism_check="default",
+               debug=False, preserve_rng_state=True, early_stop=True, respect_saved_tensors_hooks=None, **kwargs):
     if function is None and not args:  # torch 2.15's decorator form: checkpoint(use_reentrant=False)(fn)
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
@@ -168,12 +254,10 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
             return wrapped
         return decorate
     reentrant = _reentrant(use_reentrant, 2)
-    if context_fn is noop_context_fn:
-        context_fn = None
     if reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-        if context_fn is not None or debug is not False or respect_saved_tensors_hooks is not None:
+        if context_fn is not noop_context_fn or debug is not False or respect_saved_tensors_hooks is not None:
             raise ValueError("Passing `context_fn`, `debug`, or `respect_saved_tensors_hooks` is only supported "
                              "when use_reentrant=False.")
     elif determinism_check not in ("default", "none"):
@@ -188,8 +272,8 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
             return function(*args)
     policy, allow_mutation = None, False
     forward_ctx = recompute_ctx = None
-    if context_fn is not None:
-        contexts = context_fn()
+    if context_fn is not noop_context_fn:
+        contexts = context_fn()  # context_fn=None: torch's TypeError ('NoneType' object is not callable)
         if isinstance(contexts, _SelectiveContexts):
             policy, allow_mutation = contexts.policy, contexts.allow_cache_entry_mutation
         else:  # torch's: the forward inside the first context, each recompute inside the second
@@ -211,7 +295,8 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
             shape.append(rebuild)
         return flat
 
-    stop = early_stop if _checkpoint_early_stop is None else _checkpoint_early_stop
+    # torch's reentrant checkpoint reruns the whole function (early stopping is the non-reentrant one's)
+    stop = not reentrant and (early_stop if _checkpoint_early_stop is None else _checkpoint_early_stop)
     outs = _C._checkpoint(run, [args[i] for i in slots], policy, bool(preserve_rng_state), allow_mutation,
                           bool(stop), not reentrant and determinism_check != "none")
     return shape[0](outs)
@@ -220,7 +305,7 @@ def checkpoint(function=None, *args, use_reentrant=None, context_fn=None, determ
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
     """Runs functions (an nn.Sequential or a list of modules) in `segments` chunks, each but the last under
     checkpoint (torch's rule); each function takes and returns one tensor."""
-    use_reentrant = _reentrant(use_reentrant, 2)
+    use_reentrant = _reentrant(use_reentrant, 2, _SEQUENTIAL_REENTRANT_DEFAULT_WARNING)
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))

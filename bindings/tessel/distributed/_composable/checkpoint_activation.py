@@ -36,8 +36,8 @@ def _checkpointed_class(cls):
             state = checkpoint.state(self)
             if state is None or not state.enable_hook:
                 return original(self, *args, **kwargs)
-            return _checkpoint(functools.partial(original, self), *args, use_reentrant=False, **state.options,
-                               **kwargs)
+            options = {k: v for k, v in state.options.items() if k != "context_fn" or v is not None}
+            return _checkpoint(functools.partial(original, self), *args, use_reentrant=False, **options, **kwargs)
         sub = _classes[cls] = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__,
                                                           "__qualname__": cls.__qualname__})
     return sub

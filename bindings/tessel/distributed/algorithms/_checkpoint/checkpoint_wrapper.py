@@ -90,7 +90,7 @@ def checkpoint_wrapper(module, checkpoint_impl=CheckpointImpl.NO_REENTRANT, chec
     if isinstance(module, CheckpointWrapper):
         return module
     fn = checkpoint_fn or _checkpoint
-    key = (cls, fn, tuple(sorted(checkpoint_fn_kwargs.items(), key=lambda kv: kv[0])))
+    key = (cls, fn, checkpoint_impl, tuple(sorted(checkpoint_fn_kwargs.items(), key=lambda kv: kv[0])))
     wrapped = _classes.get(key)
     if wrapped is None:
         original = cls.forward
