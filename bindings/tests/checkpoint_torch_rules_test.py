@@ -1,6 +1,6 @@
 """Activation checkpointing as torch 2.15 does it (values and messages printed by torch 2.15): torchtitan's save
 list's handles, checkpoint_wrapper's modes, the reentrant rerun, what a selective policy sees, torch's op names,
-and checkpoint's argument checks."""
+checkpoint's argument checks, and the rerun's shape and dtype check (determinism_check)."""
 import functools
 import warnings
 
@@ -146,6 +146,31 @@ def test_checkpoint_argument_checks_and_wrapped_paths_as_torch():
     cw.apply_activation_checkpointing(net, check_fn=lambda m: isinstance(m, _Blk))
     assert type(net.get_submodule("0._checkpoint_wrapped_module.l")).__name__ == "Linear"  # torch: Linear
     assert net.get_parameter("0._checkpoint_wrapped_module.l.weight").shape == (3, 3)
+
+
+def test_the_rerun_must_save_tensors_of_the_forwards_shapes_and_dtypes():
+    # a rerun that took another branch gave a silently wrong (broadcast) gradient; torch's determinism_check="default"
+    calls = [0]
+
+    def f(x):
+        calls[0] += 1
+        return x.sin().sum() if calls[0] == 1 else x[:1].sin().sum()
+
+    x = tessel.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"(?s)Recomputed values for the following tensors have different metadata "
+                                           r"than during the forward pass.*position 0.*\[2, 3\].*\[1, 3\]"):
+        cp.checkpoint(f, x, use_reentrant=False).backward()
+    calls[0] = 0
+    cp.checkpoint(f, x, use_reentrant=False, determinism_check="none").backward()  # torch's opt-out: no check
+    assert tuple(x.grad.shape) == (2, 3)
+
+    def g(x):
+        calls[0] += 1
+        return (x.sin() if calls[0] == 1 else x.double().sin()).sum()
+
+    calls[0] = 0
+    with pytest.raises(RuntimeError, match=r"(?s)different metadata.*float32.*float64"):
+        cp.checkpoint(g, tessel.ones(2, requires_grad=True), use_reentrant=False).backward()
 
 
 if __name__ == "__main__":
