@@ -1794,8 +1794,9 @@ def test_checkpoint_recomputes_once_equals_plain_gradients_and_keeps_less():
         if mode == "plain":
             out, none = block(x, 2.0, shift=0.5)
         else:
-            ctx = None if mode == "full" else partial(create_selective_checkpoint_contexts, ["matmul"])
-            out, none = checkpoint(block, x, 2.0, shift=0.5, use_reentrant=False, context_fn=ctx)
+            # (context_fn=None is torch's TypeError: full checkpointing leaves it out)
+            ctx = {} if mode == "full" else {"context_fn": partial(create_selective_checkpoint_contexts, ["matmul"])}
+            out, none = checkpoint(block, x, 2.0, shift=0.5, use_reentrant=False, **ctx)
         kept = _live_mib() - base
         assert none is None
         out.sum().backward()
