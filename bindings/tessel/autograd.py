@@ -9,6 +9,7 @@ differentiable raises NotImplementedError naming it. is_grads_batched=True (torc
 products, e.g. a Jacobian's rows) runs one backward per row of grad_outputs and stacks them (torch uses vmap;
 the values are the same).
 """
+import contextlib
 import inspect
 import threading
 import weakref
@@ -39,7 +40,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         result = _batched_grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     else:
-        result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
+        with _checkpoint_errors():
+            result = _C._grad(outputs, inputs, seeds, bool(retain_graph), bool(allow_unused), bool(create_graph))
     if materialize_grads:
         from ._tensor import zeros_like
         result = [g if g is not None else zeros_like(x, requires_grad=bool(create_graph))  # (torch's)
@@ -78,7 +80,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if len(seeds) != len(tensors):
         raise ValueError("grad_tensors has %d entries for %d tensors" % (len(seeds), len(tensors)))
     if inputs is None:
-        _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph))
+        with _checkpoint_errors():
+            _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph))
         _post_backward()
         return
     inputs = _seq(inputs)
@@ -90,8 +93,27 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for t in inputs:
         if not t.is_leaf or not t.requires_grad:
             t.retain_grad()
-    _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph), list(inputs))
+    with _checkpoint_errors():
+        _C._backward(tensors, seeds, bool(retain_graph), bool(create_graph), list(inputs))
     _post_backward()
+
+
+# What a checkpoint's recompute raises in the engine (core/autograd/checkpoint.cc), which torch raises as
+# torch.utils.checkpoint.CheckpointError: `except CheckpointError` catches them as in torch.
+_CHECKPOINT_MESSAGES = ("torch.utils.checkpoint: Recomputed values",
+                        "Tensor cached during selective activation checkpoint has been mutated",
+                        "the checkpointed function is not deterministic")
+
+
+@contextlib.contextmanager
+def _checkpoint_errors():
+    try:
+        yield
+    except RuntimeError as e:
+        from .utils.checkpoint import CheckpointError
+        if isinstance(e, CheckpointError) or not any(m in str(e) for m in _CHECKPOINT_MESSAGES):
+            raise
+        raise CheckpointError(str(e)) from e
 
 
 def _post_backward():
