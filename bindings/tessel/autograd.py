@@ -673,9 +673,10 @@ def _register_submodules():
     prof = types.ModuleType(__name__ + ".profiler", "torch.autograd.profiler's names (tessel.profiler's).")
 
     def lookup(name):
-        if name in ("record_function", "profile", "EventList"):
+        if name in ("record_function", "profile", "EventList", "FunctionEvent", "FunctionEventAvg", "emit_nvtx",
+                    "emit_itt"):
             from . import profiler
-            return getattr(profiler, name)
+            return getattr(profiler, "_LegacyProfile" if name == "profile" else name)
         raise AttributeError("module %r has no attribute %r" % (prof.__name__, name))
     prof.__getattr__ = lookup
     sys.modules[prof.__name__] = prof

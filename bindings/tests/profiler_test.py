@@ -91,8 +91,9 @@ def test_schedule_records_only_active_steps_and_hands_each_cycle_to_on_trace_rea
             with record_function("user block"):
                 a + a
             prof.step()
-    # cycle 1 records steps 2 and 3 (3 + 4 matmuls), cycle 2 steps 6 and 7 (7 + 8); nothing after
-    assert seen == [(3, 7, 2), (7, 15, 2)]
+    # cycle 1 records steps 2 and 3 (3 + 4 matmuls), cycle 2 steps 6 and 7 (7 + 8); nothing after; the handler
+    # sees torch's step_num, already past the saving step
+    assert seen == [(4, 7, 2), (8, 15, 2)]
     assert schedule(wait=0, warmup=0, active=1, skip_first=2)(1) == tessel.profiler.ProfilerAction.NONE
 
 
@@ -133,11 +134,11 @@ def test_chrome_trace_holds_every_kernel_call_inside_its_record_function_block(t
     assert len(files) == 2 and all(f.startswith("w0.") and f.endswith(".pt.trace.json") for f in files)
     for f in files:
         trace = json.loads((tmp_path / "tb" / f).read_text())["traceEvents"]
-        assert [e["name"] for e in trace] == ["matmul"]
+        assert [e["name"] for e in trace if e["cat"] == "cpu_op"] == ["matmul"]
 
 
 def test_what_is_not_recorded_says_so():
-    with pytest.raises(NotImplementedError, match="CUDA activity"):
+    with pytest.warns(UserWarning, match="only ProfilerActivity.CPU is recorded"):  # torch: quietly dropped
         profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     with pytest.raises(ValueError):
         schedule(wait=0, warmup=0, active=0)

@@ -1,0 +1,120 @@
+"""Runtime and profiler APIs as torch 2.15 has them (values and messages printed by torch 2.15 on a CPU-only
+machine): the profiler's schedule and on_trace_ready calls, its ProfilerStep blocks, table columns and events,
+the legacy autograd profiler, device equality, matmul precision, determinism switches, backends' flags, the
+absent accelerators' modules, autocast's default dtypes, manual_seed's range, the default tensor type and jit's
+serialization helpers."""
+import os
+import warnings
+
+import pytest
+
+import tessel
+from tessel.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
+
+
+def _work():
+    x = tessel.ones(8, 8)
+    return (x @ x).relu().sum()
+
+
+def _run_schedule(n_steps, **kw):
+    calls = []
+    with profile(schedule=schedule(**kw), on_trace_ready=lambda p: calls.append(p.step_num)) as p:
+        for _ in range(n_steps):
+            _work()
+            p.step()
+    return calls, sorted(e.key for e in p.key_averages())
+
+
+def test_on_trace_ready_step_num_and_profiler_step_rows_as_torch():
+    # torch: calls [4]; [4, 8]; exit mid-RECORD [3]; active=1 [1, 2, 3, 3]; skip_first=2 [3]
+    calls, keys = _run_schedule(6, wait=1, warmup=1, active=2, repeat=1)
+    assert calls == [4] and keys[0] == "ProfilerStep*"
+    assert _run_schedule(10, wait=1, warmup=1, active=2, repeat=2)[0] == [4, 8]
+    assert _run_schedule(3, wait=1, warmup=1, active=3, repeat=1)[0] == [3]
+    calls, keys = _run_schedule(3, wait=0, warmup=0, active=1)
+    assert calls == [1, 2, 3, 3] and keys == ["ProfilerStep*"]
+    assert _run_schedule(4, wait=0, warmup=0, active=1, repeat=1, skip_first=2)[0] == [3]
+    # exiting in a WARMUP step leaves an empty recording (torch: keys [])
+    assert _run_schedule(5, wait=1, warmup=1, active=2) == ([4], [])
+
+
+def test_on_trace_ready_without_schedule_is_called_once_at_stop(tmp_path):
+    calls = []
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=lambda p: calls.append(p.step_num)) as p:
+        for _ in range(2):
+            _work()
+            p.step()
+    assert calls == [2]
+    assert "ProfilerStep*" not in {e.key for e in p.key_averages()}  # no step blocks without a schedule
+    handler = tessel.profiler.tensorboard_trace_handler(str(tmp_path / "tb"), worker_name="w0")
+    with profile(on_trace_ready=handler):
+        _work()
+    files = os.listdir(tmp_path / "tb")
+    assert len(files) == 1 and files[0].startswith("w0.") and files[0].endswith(".pt.trace.json")
+
+
+def test_schedule_skip_first_wait_and_activities_as_torch():
+    actions = [schedule(wait=1, warmup=1, active=1, repeat=2, skip_first_wait=1)(i) for i in range(6)]
+    A = ProfilerAction
+    assert actions == [A.WARMUP, A.RECORD_AND_SAVE, A.NONE, A.WARMUP, A.RECORD_AND_SAVE, A.NONE]
+    assert sorted(ProfilerActivity.__members__) == ['CPU', 'CUDA', 'HPU', 'MTIA', 'PrivateUse1', 'XPU']
+    assert sorted(str(a) for a in tessel.profiler.supported_activities()) == ['ProfilerActivity.CPU']
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:  # torch: 'ok'
+            _work()
+    assert "sum" in {e.key for e in p.key_averages()}
+
+
+def test_key_averages_memory_columns_sort_keys_and_events_as_torch():
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as p:
+        with record_function("model_inference"):
+            _work()
+    ka = p.key_averages()
+    for sort_by in ["self_cpu_memory_usage", "cpu_memory_usage", "flops", "cpu_time_total_str"]:
+        ka.table(sort_by=sort_by, row_limit=5)
+    with pytest.raises(AttributeError):
+        ka.table(sort_by="bogus")
+    header = [line for line in ka.table(sort_by="cpu_time_total").splitlines() if "Name" in line][0]
+    assert "CPU time avg       CPU Mem  Self CPU Mem    # of Calls" in header  # torch's columns
+    # torch's aten::mm row: "256 B  256 B  1"; tessel's op profiler records no memory: 0 B
+    assert [line.split()[-5:] for line in ka.table().splitlines() if line.startswith("matmul")] == [
+        ["0", "B", "0", "B", "1"]]
+    row = [e for e in ka if e.key == "matmul"][0]
+    types = {a: type(getattr(row, a)).__name__ for a in [
+        "self_cpu_time_total_str", "cpu_time_total_str", "cpu_memory_usage", "self_cpu_memory_usage",
+        "is_user_annotation", "node_id", "flops", "stack", "cpu_time_str", "device_time", "is_legacy", "is_async"]}
+    assert types == {"self_cpu_time_total_str": "str", "cpu_time_total_str": "str", "cpu_memory_usage": "int",
+                     "self_cpu_memory_usage": "int", "is_user_annotation": "bool", "node_id": "int",
+                     "flops": "int", "stack": "list", "cpu_time_str": "str", "device_time": "float",
+                     "is_legacy": "bool", "is_async": "bool"}
+    assert row.use_device is None and ka.total_average().key == "Total"
+    events = p.events()
+    assert type(events).__name__ == "EventList" and type(events[0]).__name__ == "FunctionEvent"
+    mm = [e for e in events if e.name == "matmul"]
+    assert len(mm) == 1 and mm[0].key == "matmul" and mm[0].count == 1
+    assert mm[0].cpu_time_total == pytest.approx(mm[0].time_range.elapsed_us())
+    assert mm[0].cpu_parent.name == "model_inference"
+
+
+def test_legacy_autograd_profiler_as_torch():
+    legacy = tessel.autograd.profiler
+    with legacy.profile(record_shapes=True, profile_memory=True, with_stack=True) as prof:
+        with legacy.record_function("lbl"):
+            _work()
+    assert type(prof.function_events).__name__ == "EventList"
+    assert prof.function_events.total_average().key == "Total"
+    assert type(prof.self_cpu_time_total).__name__ == "float"
+    assert "lbl" in {e.key for e in prof.key_averages()}
+    with legacy.profile(enabled=False) as off:
+        _work()
+    assert off is None  # torch: 'NoneType' object has no attribute 'function_events'
+    with pytest.raises(TypeError, match="unexpected keyword argument 'use_cuda'"):
+        legacy.profile(use_cuda=True)
+    with legacy.emit_nvtx():
+        _work()
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
