@@ -147,16 +147,19 @@ def set_default_dtype(d):
     _C._set_default_dtype(d)
 
 
-_matmul_precision = ["highest"]
+_matmul_precision = ["highest"]  # torch.backends.cuda.matmul.allow_tf32 reads and writes it, as torch's
 
 
 def set_float32_matmul_precision(precision):
     """torch.set_float32_matmul_precision: 'high' and 'medium' permit TF32 / bfloat16 internal precision,
     which torch's CPU GEMMs do not use either; tessel's float32 GEMMs always compute in float32, so every
-    setting is honoured (the value is kept for get_float32_matmul_precision)."""
+    setting is honoured (the value is kept for get_float32_matmul_precision). Another string warns and
+    changes nothing, as torch's."""
     if precision not in ("highest", "high", "medium"):
-        raise RuntimeError("set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got %r"
-                           % (precision,))
+        import warnings
+        warnings.warn("%s is not one of 'highest', 'high', or 'medium'; the currentsetFloat32MatmulPrecision call "
+                      "has no effect." % (precision,), stacklevel=2)
+        return
     _matmul_precision[0] = precision
 
 
@@ -168,11 +171,34 @@ def use_deterministic_algorithms(mode, *, warn_only=False):
     """torch.use_deterministic_algorithms: every tessel kernel is already deterministic for a given thread
     count and world size (fixed reduction orders, no atomics in the CUDA kernels, fixed ring orders in
     the collectives), so the setting only records the mode."""
-    _deterministic[0], _deterministic[1] = _builtins.bool(mode), _builtins.bool(warn_only)
+    for name, value in (("mode' (position 1)", mode), ("warn_only'", warn_only)):
+        if not isinstance(value, _builtins.bool):
+            raise TypeError("_set_deterministic_algorithms(): argument '%s must be bool, not %s"
+                            % (name, type(value).__name__))
+    _deterministic[0], _deterministic[1] = mode, warn_only
 
 
 are_deterministic_algorithms_enabled = lambda: _deterministic[0]  # noqa: E731
 is_deterministic_algorithms_warn_only_enabled = lambda: _deterministic[1]  # noqa: E731
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """torch.set_deterministic_debug_mode: 0 / "default", 1 / "warn", 2 / "error" (use_deterministic_algorithms
+    off, on with warn_only, on)."""
+    if not isinstance(debug_mode, (_builtins.int, str)):
+        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode)}")
+    if isinstance(debug_mode, str):
+        if debug_mode not in ("default", "warn", "error"):
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`, but got "
+                               + debug_mode)
+        debug_mode = ("default", "warn", "error").index(debug_mode)
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
+    _deterministic[0], _deterministic[1] = debug_mode != 0, debug_mode == 1
+
+
+def get_deterministic_debug_mode():
+    return (2 if not _deterministic[1] else 1) if _deterministic[0] else 0
 from . import _inplace  # noqa: E402 (in-place methods recorded by autograd)
 _inplace.install()
 for _name in _extra._FLOAT_OPS:  # t.exp(), t.sqrt(), ...: C++ for a plain floating tensor (inplace_py.cc)
@@ -204,6 +230,40 @@ cpu.amp = _types.ModuleType("tessel.cpu.amp")
 cpu.amp.autocast = amp._cpu_amp_autocast
 cpu.amp.GradScaler = amp._cpu_amp_grad_scaler
 cpu.is_available = lambda: True
+cpu.device_count = lambda: 1  # torch.cpu's answers: one CPU device, nothing to wait for
+cpu.synchronize = lambda *args, **kwargs: None  # torch.cpu.synchronize(device=None)
+cpu.current_device = lambda: "cpu"
+_sys.modules["tessel.cpu"], _sys.modules["tessel.cpu.amp"] = cpu, cpu.amp
+mps, xpu = _sys.modules["tessel.mps"], _sys.modules["tessel.xpu"]  # torch.mps / torch.xpu: not available here
+
+
+def set_default_tensor_type(t):
+    """torch.set_default_tensor_type (deprecated in torch): torch.DoubleTensor or "torch.DoubleTensor" sets the
+    default dtype, with torch's deprecation warning; a non-floating type raises as set_default_dtype."""
+    import warnings
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.", stacklevel=2)
+    if isinstance(t, str):
+        module, _, name = t.rpartition(".")
+        if module not in ("torch", "tessel"):
+            raise ModuleNotFoundError("No module named '%s'" % (module or t), name=module or t)
+        t = getattr(_sys.modules[__name__], name)
+    d = getattr(t, "dtype", None)
+    if not isinstance(d, _C.dtype) or not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _C._set_default_dtype(d)
+
+
+set_flush_denormal = lambda mode: True  # noqa: E731 (torch's answer on an x86 CPU with SSE3: supported)
+_warn_always = [False]
+
+
+def set_warn_always(b):
+    """torch.set_warn_always: kept for is_warn_always_enabled (tessel's warnings follow Python's filters)."""
+    _warn_always[0] = _builtins.bool(b)
+
+
+is_warn_always_enabled = lambda: _warn_always[0]  # noqa: E731
 from .distributed import run_ranks  # noqa: F401
 
 
@@ -563,6 +623,26 @@ def _accept_numpy_arg_names():
 
 _accept_numpy_arg_names()
 from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
+
+
+def _inductor_modules():
+    """torch._inductor.config for scripts that tune torch.compile's backend: tessel.compile runs eagerly, so
+    every assignment is kept and changes nothing; the flags scripts read have torch's defaults."""
+    inductor = _types.ModuleType("tessel._inductor", "torch._inductor: tessel has no compiler backend.")
+    config = _types.ModuleType("tessel._inductor.config", _inductor_modules.__doc__)
+    config.__dict__.update(coordinate_descent_tuning=False, max_autotune=False, max_autotune_gemm=False,
+                           freezing=False, epilogue_fusion=True, fx_graph_cache=True, force_fuse_int_mm_with_mul=False,
+                           use_mixed_mm=True, shape_padding=True, conv_1x1_as_mm=False, split_reductions=True)
+    config.triton = _types.ModuleType("tessel._inductor.config.triton")
+    config.triton.__dict__.update(cudagraphs=False, unique_kernel_names=False, cudagraph_trees=True)
+    config.cpp = _types.ModuleType("tessel._inductor.config.cpp")
+    inductor.config = config
+    for m in (inductor, config, config.triton, config.cpp):
+        _sys.modules[m.__name__] = m
+    return inductor
+
+
+_inductor = _inductor_modules()
 from . import version  # noqa: E402 (torch.version)
 __version__ = version.__version__
 from . import _foreach  # noqa: E402 (torch._foreach_add_, _foreach_lerp_, ...: loops over the tensors)

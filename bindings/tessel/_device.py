@@ -10,7 +10,8 @@ import types
 
 
 class device:
-    """torch.device: device("cpu"), device("cpu", 0), device("cuda:1"); compares equal to its string."""
+    """torch.device: device("cpu"), device("cpu", 0), device("cuda:1"); as torch 2.15's, equal only to a device
+    (device("cpu") == "cpu" is False), and its type and index are read-only."""
 
     def __init__(self, type, index=None):  # noqa: A002 (torch's argument name)
         if isinstance(type, device):
@@ -27,7 +28,16 @@ class device:
         if type not in ("cpu", "cuda", "meta", "mps"):
             raise RuntimeError("Expected one of cpu, cuda, meta, mps device type at start of device string: %s"
                                % type)
-        self.type, self.index = type, index
+        object.__setattr__(self, "_type", type)
+        object.__setattr__(self, "_index", index)
+
+    type = property(lambda self: self._type)  # noqa: A003
+    index = property(lambda self: self._index)
+
+    def __setattr__(self, name, value):
+        if name in ("type", "index"):
+            raise AttributeError("attribute '%s' of 'torch.device' objects is not writable" % name)
+        object.__setattr__(self, name, value)
 
     def __str__(self):
         return self.type if self.index is None else "%s:%d" % (self.type, self.index)
@@ -38,12 +48,9 @@ class device:
         return "device(type='%s', index=%d)" % (self.type, self.index)
 
     def __eq__(self, other):
-        if isinstance(other, str):
-            try:
-                other = device(other)
-            except (RuntimeError, ValueError, NotImplementedError):
-                return False
-        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+        if not isinstance(other, device):
+            return NotImplemented  # torch 2.15: a device never equals its string
+        return (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self):
         return hash((self.type, self.index))
@@ -57,13 +64,16 @@ class device:
         if self.type not in ("cpu", "meta"):
             check_cpu(self, "with device(...)")
         from . import _C
-        self._previous = _C._set_deferred_init(self.type == "meta")
+        _entered.append(_C._set_deferred_init(self.type == "meta"))
         return self
 
     def __exit__(self, *exc):
         from . import _C
-        _C._set_deferred_init(self._previous)
+        _C._set_deferred_init(_entered.pop() if _entered else False)
         return False
+
+
+_entered = []  # the deferred-init flags `with device(...)` blocks replaced, innermost last
 
 
 CPU = device("cpu")
@@ -153,7 +163,57 @@ for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "ma
               "max_memory_cached"):
     setattr(cuda, _name, lambda device=None: 0)
 cuda.memory_stats = lambda device=None: __import__("collections").OrderedDict()
+# torch's answers without a GPU: no CUDA generators (empty state lists, seeding does nothing), never initialized
+cuda.get_rng_state_all = lambda: []
+cuda.set_rng_state_all = lambda new_states: None
+cuda.seed_all = lambda: None
+cuda.is_initialized = lambda: False
+
+
+class _Event:
+    """torch.cuda.Event for timing code that runs on the CPU here: record() stamps the host clock, and
+    elapsed_time(end) is milliseconds between two recorded events."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self._t = None
+
+    def record(self, stream=None):
+        import time
+        self._t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end_event):
+        if self._t is None or end_event._t is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end_event._t - self._t) * 1e3
+
+    def __repr__(self):
+        return "<torch.cuda.Event uninitialized>" if self._t is None else "<torch.cuda.Event recorded>"
+
+
+cuda.Event = _Event
 sys.modules["tessel.cuda"] = cuda  # import tessel.cuda / from tessel.cuda import is_available
+
+
+def _absent_accelerator(name):
+    """torch.mps / torch.xpu on a machine without one: not available, no devices."""
+    m = types.ModuleType("tessel." + name, "torch.%s: no such device from tessel's Python face." % name)
+    m.is_available, m.device_count = (lambda: False), (lambda: 0)
+    m.manual_seed = m.manual_seed_all = m.seed = (lambda *args: None)
+    m.empty_cache = m.synchronize = (lambda *args: None)
+    sys.modules[m.__name__] = m
+    return m
+
+
+mps, xpu = _absent_accelerator("mps"), _absent_accelerator("xpu")
 
 
 def _cuda_amp():

@@ -85,6 +85,9 @@ def is_autocast_enabled(device_type=None):
 
 
 def get_autocast_dtype(device_type="cpu"):
+    """torch.get_autocast_dtype: "cuda" answers torch's default (float16) though no CUDA region runs here."""
+    if _device_name(device_type) == "cuda":
+        return _dtypes.float16
     _device_type(device_type)
     return _C._autocast_state()[1]
 

@@ -39,3 +39,25 @@ def annotate(the_type, the_value):
 
 def interface(obj):
     return obj
+
+
+def save(m, f, _extra_files=None):
+    """torch.jit.save: the module itself pickled with tessel.save (tessel's script() is the module)."""
+    from . import save as _save
+    _save(m, f)
+
+
+def load(f, map_location=None, _extra_files=None, _restore_shapes=False):
+    """torch.jit.load of what jit.save wrote: the module back (tessel.load, weights_only=False)."""
+    from . import load as _load
+    return _load(f, map_location=map_location, weights_only=False)
+
+
+def freeze(mod, preserved_attrs=None, optimize_numerics=True):
+    """Eager: the module itself."""
+    return mod
+
+
+def optimize_for_inference(mod, other_methods=None):
+    """Eager: the module itself."""
+    return mod

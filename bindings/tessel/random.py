@@ -52,7 +52,10 @@ def set_rng_state(new_state):
 
 
 def manual_seed(seed):
-    return _C.manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+    seed = int(seed)
+    if not -(1 << 63) <= seed < (1 << 64):  # torch's: a seed fits 64 bits, signed or not
+        raise ValueError("Overflow when unpacking long long")
+    return _C.manual_seed(seed & 0xFFFFFFFFFFFFFFFF)
 
 
 def initial_seed():

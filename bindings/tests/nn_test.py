@@ -1171,7 +1171,8 @@ def test_device_handling_of_a_cpu_only_script_follows_torch():
     assert model.to(device) is model and model.cpu() is model
     x = tessel.randn(5, 3, device=device).to(device)
     assert x.device == tessel.device("cpu") and str(x.device) == "cpu" and not x.is_cuda
-    assert tessel.zeros(2, device=x.device).device == "cpu" and x.cpu() is x
+    assert tessel.zeros(2, device=x.device).device == tessel.device("cpu") and x.cpu() is x
+    assert x.device != "cpu"  # torch 2.15: a device never equals its string
     assert x.to("cpu", tessel.float64).dtype == tessel.float64 and x.to(x) is x
     assert x.to(dtype=tessel.bfloat16, non_blocking=True).dtype == tessel.bfloat16
     assert x.to("cpu", copy=True) is not x

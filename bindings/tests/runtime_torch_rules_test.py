@@ -116,5 +116,126 @@ def test_legacy_autograd_profiler_as_torch():
         _work()
 
 
+def test_device_equals_only_a_device_and_is_read_only():
+    d = tessel.device("cpu")
+    assert (d == "cpu", "cpu" == d, d in ["cpu"], tessel.zeros(2).device == "cpu") == (False, False, False, False)
+    assert d == tessel.device("cpu") and d != "cpu"
+    with pytest.raises(AttributeError, match="attribute 'type' of 'torch.device' objects is not writable"):
+        d.type = "cuda"
+
+
+@pytest.fixture
+def _precision():
+    saved = tessel.get_float32_matmul_precision()
+    yield
+    tessel.set_float32_matmul_precision(saved)
+
+
+def test_matmul_precision_is_allow_tf32_and_a_bad_string_warns(_precision):
+    matmul = tessel.backends.cuda.matmul
+    tessel.set_float32_matmul_precision("high")
+    assert matmul.allow_tf32 is True  # torch: allow_tf32 after high => True
+    tessel.set_float32_matmul_precision("highest")
+    assert matmul.allow_tf32 is False
+    matmul.allow_tf32 = True
+    assert tessel.get_float32_matmul_precision() == "high"
+    matmul.allow_tf32 = False
+    assert tessel.get_float32_matmul_precision() == "highest"
+    with pytest.warns(UserWarning, match="HIGH is not one of 'highest', 'high', or 'medium'; the "
+                                         "currentsetFloat32MatmulPrecision call has no effect."):
+        assert tessel.set_float32_matmul_precision("HIGH") is None
+    assert tessel.get_float32_matmul_precision() == "highest"
+
+
+def test_deterministic_switches_as_torch():
+    try:
+        with pytest.raises(TypeError, match=r"_set_deterministic_algorithms\(\): argument 'mode' \(position 1\) "
+                                            "must be bool, not str"):
+            tessel.use_deterministic_algorithms("x")
+        with pytest.raises(TypeError, match="must be bool, not int"):
+            tessel.use_deterministic_algorithms(1)
+        assert tessel.get_deterministic_debug_mode() == 0
+        tessel.set_deterministic_debug_mode("warn")
+        assert tessel.get_deterministic_debug_mode() == 1
+        assert (tessel.are_deterministic_algorithms_enabled(),
+                tessel.is_deterministic_algorithms_warn_only_enabled()) == (True, True)
+        tessel.set_deterministic_debug_mode(2)
+        assert tessel.get_deterministic_debug_mode() == 2
+    finally:
+        tessel.use_deterministic_algorithms(False)
+
+
+def test_backends_flags_and_modules_as_torch():
+    cudnn, mkldnn, oe = tessel.backends.cudnn, tessel.backends.mkldnn, tessel.backends.opt_einsum
+    with cudnn.flags(enabled=False, benchmark=False, deterministic=False, allow_tf32=False):
+        inside = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
+    assert (inside, (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)) == (
+        (False, False, False, False), (True, False, False, True))
+    assert cudnn.flags().__enter__() is None and cudnn.benchmark_limit == 10
+    with mkldnn.flags(enabled=False):
+        assert mkldnn.enabled is False
+    assert mkldnn.enabled is True and tessel.backends.mkl.is_available() is True
+    assert (oe.is_available(), oe.enabled, oe.strategy) == (False, False, None)
+    with oe.flags(enabled=False):
+        assert oe.enabled is False
+    with pytest.warns(FutureWarning, match=r"`torch.backends.cuda.sdp_kernel\(\)` is deprecated"):
+        with tessel.backends.cuda.sdp_kernel(enable_flash=False):
+            pass
+
+
+def test_absent_accelerators_and_cpu_module_as_torch():
+    assert (tessel.mps.is_available(), tessel.mps.device_count()) == (False, 0)
+    assert (tessel.xpu.is_available(), tessel.xpu.device_count()) == (False, 0)
+    assert (tessel.cpu.device_count(), tessel.cpu.synchronize(), tessel.cpu.current_device()) == (1, None, "cpu")
+    cuda = tessel.cuda
+    assert (cuda.get_rng_state_all(), cuda.set_rng_state_all([]), cuda.seed_all(), cuda.is_initialized()) == (
+        [], None, None, False)
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    assert repr(start) == "<torch.cuda.Event uninitialized>"
+    start.record()
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0
+
+
+def test_autocast_dtype_seed_range_and_default_tensor_type_as_torch():
+    assert tessel.get_autocast_dtype("cuda") == tessel.float16  # torch's default for CUDA
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        tessel.manual_seed(2 ** 64)
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        tessel.manual_seed(-2 ** 63 - 1)
+    tessel.manual_seed(0)
+    try:
+        with pytest.warns(UserWarning, match=r"torch.set_default_tensor_type\(\) is deprecated as of PyTorch 2.1"):
+            tessel.set_default_tensor_type(tessel.DoubleTensor)
+        assert tessel.get_default_dtype() == tessel.float64
+        with pytest.warns(UserWarning):
+            tessel.set_default_tensor_type("torch.FloatTensor")
+        assert tessel.get_default_dtype() == tessel.float32
+        with pytest.warns(UserWarning), pytest.raises(TypeError, match="only floating-point types are supported"):
+            tessel.set_default_tensor_type("torch.IntTensor")
+    finally:
+        tessel.set_default_dtype(tessel.float32)
+    assert tessel.set_flush_denormal(True) is True and tessel.set_flush_denormal(False) is True
+    assert tessel.is_warn_always_enabled() is False
+    tessel.set_warn_always(True)
+    assert tessel.is_warn_always_enabled() is True
+    tessel.set_warn_always(False)
+
+
+def test_inductor_config_and_jit_helpers(tmp_path):
+    import tessel._inductor.config as config
+    assert config.coordinate_descent_tuning is False  # torch's default
+    config.some_flag_scripts_set = True
+    assert tessel._inductor.config.some_flag_scripts_set is True
+    del config.some_flag_scripts_set
+    model = tessel.nn.Linear(3, 2)
+    tessel.jit.save(tessel.jit.script(model), str(tmp_path / "m.pt"))
+    loaded = tessel.jit.load(str(tmp_path / "m.pt"))
+    x = tessel.ones(2, 3)
+    assert loaded(x).tolist() == model(x).tolist()
+    assert tessel.jit.freeze(model) is model and tessel.jit.optimize_for_inference(model) is model
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
