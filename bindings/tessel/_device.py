@@ -9,6 +9,12 @@ import sys
 import types
 
 
+# torch's device types, in the order its parse error lists them (tessel's Python face computes on the CPU only;
+# naming another device is fine, computing on it raises: check_cpu)
+_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                 "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
 class device:
     """torch.device: device("cpu"), device("cpu", 0), device("cuda:1"); as torch 2.15's, equal only to a device
     (device("cpu") == "cpu" is False), and its type and index are read-only."""
@@ -16,18 +22,26 @@ class device:
     def __init__(self, type, index=None):  # noqa: A002 (torch's argument name)
         if isinstance(type, device):
             type, index = type.type, type.index if index is None else index
-        elif isinstance(type, str) and ":" in type:
-            type, idx = type.split(":", 1)
-            if index is not None:
-                raise RuntimeError("device(): type (string) must not include an index because index was passed "
-                                   "explicitly: %s" % type)
-            index = int(idx)
-        elif isinstance(type, int):
-            raise NotImplementedError("device(%d): an ordinal means a CUDA device; tessel's Python face has none"
-                                      % type)
-        if type not in ("cpu", "cuda", "meta", "mps"):
-            raise RuntimeError("Expected one of cpu, cuda, meta, mps device type at start of device string: %s"
-                               % type)
+        elif isinstance(type, int):  # torch's: an ordinal is a CUDA device (using it here raises: check_cpu)
+            type, index = "cuda", type
+        elif isinstance(type, str):
+            if not type:
+                raise RuntimeError("Device string must not be empty")
+            name, colon, idx = type.partition(":")
+            if colon:
+                # torch's parse: a non-negative decimal index without a sign, spaces or a leading zero
+                if not idx.isdigit() or not idx.isascii() or (len(idx) > 1 and idx[0] == "0"):
+                    raise RuntimeError("Invalid device string: '%s'" % type)
+                if index is not None:
+                    raise RuntimeError("type (string) must not include an index because index was passed "
+                                       "explicitly: %s" % type)
+                index = int(idx)
+            if name not in _DEVICE_TYPES:
+                raise RuntimeError("Expected one of %s device type at start of device string: %s"
+                                   % (", ".join(_DEVICE_TYPES), name))
+            type = name
+        if index is not None and index < 0:
+            raise RuntimeError("Device index must not be negative")
         object.__setattr__(self, "_type", type)
         object.__setattr__(self, "_index", index)
 

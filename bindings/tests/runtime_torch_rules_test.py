@@ -237,5 +237,29 @@ def test_inductor_config_and_jit_helpers(tmp_path):
     assert tessel.jit.freeze(model) is model and tessel.jit.optimize_for_inference(model) is model
 
 
+def test_device_strings_and_ordinals_parse_as_torchs():
+    # device(0) raised (torch: cuda:0), "xpu" / "lazy" / "privateuseone" were refused, and "cuda:-1", "cuda:01",
+    # "cuda: 1" and device("cpu", -1) were accepted; "cpu:x" was a ValueError
+    ok = {(0,): ("cuda", 0), ("xpu",): ("xpu", None), ("privateuseone",): ("privateuseone", None),
+          ("xla:1",): ("xla", 1), ("cuda:10",): ("cuda", 10), ("cpu:0",): ("cpu", 0), ("cuda", 1): ("cuda", 1)}
+    for args, (kind, index) in ok.items():
+        d = tessel.device(*args)
+        assert (d.type, d.index) == (kind, index), args
+    refused = {("cuda:-1",): "Invalid device string: 'cuda:-1'", ("cuda: 1",): "Invalid device string: 'cuda: 1'",
+               ("cuda:01",): "Invalid device string: 'cuda:01'", ("cpu:x",): "Invalid device string: 'cpu:x'",
+               ("cuda:",): "Invalid device string: 'cuda:'", ("cpu", -1): "Device index must not be negative",
+               (-1,): "Device index must not be negative", ("",): "Device string must not be empty",
+               ("cpu:1", 0): "type (string) must not include an index because index was passed explicitly: cpu:1",
+               ("foo",): "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, "
+                         "xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at start of device "
+                         "string: foo"}
+    for args, message in refused.items():
+        with pytest.raises(RuntimeError) as e:
+            tessel.device(*args)
+        assert str(e.value) == message, args
+    with pytest.raises(NotImplementedError, match="device 'cuda:0' is not available"):  # naming is fine, using not
+        tessel.zeros(2, device=0)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
