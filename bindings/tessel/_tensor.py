@@ -872,9 +872,8 @@ def exponential_(x, lambd=1.0, generator=None):
 def random_(x, from_=0, to=None, generator=None):
     """Tensor.random_(from, to) / random_(to): integers uniform in [from, to); random_() alone draws in
     [0, 2^mantissa bits] for floats and [0, the dtype's max] for integers. torch's draws on the CPU, in row-major
-    order from the generator's host stream (core/tensor/random.h: its MT19937 words): a word per element modulo
-    the range, two (the first high) where the range reaches 2^32, so `torch.empty((), dtype=torch.int64)
-    .random_(generator=g)` (a DataLoader's base seed) is torch's number."""
+    order from the generator's host stream (core/tensor/random.h: its MT19937 words; host_ints), so
+    `torch.empty((), dtype=torch.int64).random_(generator=g)` (a DataLoader's base seed) is torch's number."""
     if to is None and not from_:
         span = _RANDOM_SPAN.get(x.dtype)
         if span is None:
@@ -886,13 +885,7 @@ def random_(x, from_=0, to=None, generator=None):
         if span <= 0:
             raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d"
                                % (low, low + span))
-    n = builtins.int(x.numel())
-    if span > (1 << 32):
-        words = _C._host_words(2 * n, generator).astype(np.uint64)
-        values = (words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(span)
-    else:
-        values = _C._host_words(n, generator).astype(np.uint64) % np.uint64(span)
-    drawn = values.astype(np.int64) + low  # (below 2^63: span is at most the int64 range)
+    drawn = host_ints(span, builtins.int(x.numel()), generator) + low
     with _C._GradMode(False):
         return x.copy_(tensor(drawn.reshape(tuple(x.shape))).to(x.dtype))
 
@@ -914,11 +907,19 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return _C._from_numpy(_C._host_randperm(builtins.int(n), generator)).to(dtype or _dtypes.int64)
 
 
+def host_ints(span, count, generator=None):
+    """count integers uniform in [0, span) (span at most 2^63) as torch's CPU generator draws them (random_,
+    randint): a word of the generator's host stream each modulo span below 2^32, two (the first high) from 2^32 on."""
+    if span < (1 << 32):
+        return _C._host_words(count, generator).astype(np.int64) % span
+    words = _C._host_words(2 * count, generator).astype(np.uint64)
+    return ((words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(span)).astype(np.int64)
+
+
 def host_int64(generator=None):
     """torch.empty((), dtype=torch.int64).random_(generator=generator).item() as torch's CPU generator draws it (a
-    sampler's seed, a DataLoader's base seed): two words of the host stream, the first high, modulo 2^63."""
-    high, low = (builtins.int(w) for w in _C._host_words(2, generator))
-    return ((high << 32) | low) & ((1 << 63) - 1)
+    sampler's seed, a DataLoader's base seed)."""
+    return builtins.int(host_ints(1 << 63, 1, generator)[0])
 
 
 _EYE_NUMPY = {_dtypes.float32.value: np.float32, _dtypes.float64.value: np.float64}

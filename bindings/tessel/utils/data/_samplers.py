@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ..._tensor import as_tensor, host_int64, host_rng
+from ..._tensor import as_tensor, host_int64, host_ints, host_rng
 
 
 class Sampler:
@@ -57,7 +57,7 @@ class RandomSampler(Sampler):
         if generator is None:
             generator = _C.Generator(host_int64())
         if self.replacement:
-            yield from _host_randint(n, self.num_samples, generator)
+            yield from host_ints(n, self.num_samples, generator).tolist()  # torch's randint
             return
         for _ in range(self.num_samples // n):
             yield from _C._host_randperm(n, generator).tolist()
@@ -173,14 +173,6 @@ def _torch_randperm(n, seed):
     order (tessel.randperm's host stream: core/tensor/random.h). A ported loop then visits the same batches."""
     return _C._host_randperm(n, _C.Generator(seed)).tolist()
 
-
-def _host_randint(n, count, generator):
-    """torch.randint(high=n, size=(count,), generator=generator) on the CPU: a word of the host stream per sample,
-    modulo n (two words, the first high, for n of 2^32 and more)."""
-    if n < (1 << 32):
-        return (_C._host_words(count, generator).astype(np.int64) % n).tolist()
-    words = _C._host_words(2 * count, generator).astype(np.uint64)
-    return ((words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(n)).astype(np.int64).tolist()
 
 
 class DistributedSampler(Sampler):
