@@ -487,8 +487,8 @@ def cholesky(input, upper=False):
 def cholesky_solve(input, input2, upper=False):
     """torch.cholesky_solve(B, L): X with A X = B for A = L Lᵀ (L lower; upper=True: A = Uᵀ U). Differentiable
     with torch's gradients (tessel/_linalg_grad.py CholeskySolve: the factor's is that of L Lᵀ for all of L)."""
-    from ._linalg_grad import CholeskySolve
     if _C.is_grad_enabled() and (input.requires_grad or input2.requires_grad):
+        from ._linalg_grad import CholeskySolve
         return CholeskySolve.apply(input, input2, upper)
     return _cholesky_solve(input, input2, upper)
 

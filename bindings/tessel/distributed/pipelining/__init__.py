@@ -351,11 +351,15 @@ class _PipelineSchedule:
             mb = self._current.get(self._stages[0].num_stages - 1, 0)
             if self._keep_outputs:  # torch's output_chunks, merged by step()
                 self._output_chunks[mb] = [o.detach() for o in outputs]
-            output = _as_returned(self._calls[self._stages[0].num_stages - 1].output_type, outputs)
+            output = self._as_last_returned(outputs)
             value = loss_fn(output, target, **self._loss_kwargs) if self._loss_kwargs else loss_fn(output, target)
             self._loss_values[mb] = value  # the `losses` entries: loss_fn's own tensors, as torch's
             return value
         return loss
+
+    def _as_last_returned(self, tensors):
+        """The last stage's tensors in the container its module returned (this rank holds the last stage)."""
+        return _as_returned(self._calls[self._stages[0].num_stages - 1].output_type, tensors)
 
     def _run(self, run, return_outputs, losses):
         """Runs `run` (the executor's step or eval) and returns torch's value: the last stage's outputs merged
@@ -379,7 +383,7 @@ class _PipelineSchedule:
             return None
         cat = _C._functional.cat
         merged = [cat([c[i] for c in chunks], 0) for i in range(len(chunks[0]))]
-        return _as_returned(self._calls[self._stages[0].num_stages - 1].output_type, merged)
+        return self._as_last_returned(merged)
 
     def _before_forward(self, stage, mb):
         # the executor calls this before each forward, the first time per stage before its shape handshake's
