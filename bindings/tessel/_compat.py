@@ -869,36 +869,33 @@ def _argsort(self, dim=-1, descending=False, stable=False):
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
-    """torch.multinomial: num_samples category indices per row of non-negative weights (rows sum to
-    anything > 0), drawn from `generator` or tessel's default (so manual_seed decides them)."""
-    import numpy as np
-    from ._tensor import host_rng, tensor
+    """torch.multinomial on the CPU, draw for draw (tessel._host_random): without replacement or for one sample,
+    torch's fast path (weights / exponential noise, then argmax or topk; zero-weight categories tied at 0 come
+    in index order, where torch's topk leaves ties in its selection's order), else aten's cumulative-sum search.
+    From `generator` or the default one, so a generator seeded as in a torch script gives torch's samples."""
+    from . import _host_random
+    from ._tensor import tensor
     if not self.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: %s" % self.dtype)
+    if self.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
-    w = self.detach().double().numpy()
-    if w.ndim not in (1, 2):
-        raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if (w < 0).any() or not np.isfinite(w).all():
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    rows = w.reshape(-1, w.shape[-1])
-    if not replacement and num_samples > rows.shape[1]:
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    rng = host_rng(generator)
-    out = []
-    for r in rows:
-        if r.sum() <= 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        positive = int((r > 0).sum())
-        if replacement or num_samples <= positive:
-            out.append(rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum()))
-        else:  # all positive-weight categories (random order), then zero-weight ones by index, as torch
-            picked = rng.choice(len(r), size=positive, replace=False, p=r / r.sum()).tolist()
-            picked += [i for i in range(len(r)) if r[i] == 0][:num_samples - positive]
-            out.append(np.asarray(picked))
-    result = np.asarray(out, dtype=np.int64)
-    return tensor(result.reshape(w.shape[:-1] + (num_samples,)))
+    if self.shape[-1] > 1 << 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    weights = self.detach()
+    rows = weights.double().numpy().reshape(self.shape[0] if self.dim() == 2 else 1, self.shape[-1])
+    _host_random.check_multinomial(rows, num_samples, replacement)
+    if not replacement or num_samples == 1:
+        noise = _host_random.exponential_values(weights.numel(), 1.0, generator)
+        ratio = weights / tensor(noise.reshape(tuple(self.shape))).to(self.dtype)
+        if num_samples == 1:
+            return ratio.argmax(dim=-1, keepdim=True)
+        return ratio.topk(num_samples).indices
+    own = weights if self.dtype in (_dtypes.float64, _dtypes.float32) else weights.float()  # aten sums float16 /
+    own = own.contiguous().numpy().reshape(rows.shape)  # bfloat16 weights as float32
+    drawn = _host_random.multinomial_with_replacement(own, num_samples, generator)
+    return tensor(drawn.reshape(tuple(self.shape[:-1]) + (num_samples,)))
 
 
 Tensor.tril = lambda self, diagonal=0: _tri(self, diagonal, False)

@@ -19,6 +19,7 @@ import numpy as np
 from . import _C
 from . import _dtypes
 from ._device import check_cpu, factory_device
+from ._host_random import exponential_values, host_int64, host_ints  # noqa: F401 (host_*: re-exported)
 from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
                             _on_pieces, _random_like)
 from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
@@ -865,8 +866,14 @@ def bernoulli(p, generator=None):
 
 
 def exponential_(x, lambd=1.0, generator=None):
+    """torch's CPU exponential_, value for value from the generator's host stream (tessel._host_random); a
+    DTensor draws its piece from the thread's default generator."""
     with _C._GradMode(False):
-        return x.copy_(-((1.0 - uniform_like(x, generator)).log()) / lambd)
+        if x.is_distributed:
+            exponential_values(0, lambd)  # torch's check of lambda
+            return x.copy_(-((1.0 - uniform_like(x, generator)).log()) / lambd)
+        drawn = exponential_values(builtins.int(x.numel()), lambd, generator)
+        return x.copy_(tensor(drawn.reshape(tuple(x.shape))).to(x.dtype))
 
 
 def random_(x, from_=0, to=None, generator=None):
@@ -903,23 +910,9 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     torch script, with no other MT draws in between, gives torch's permutation."""
     check_cpu(device, "randperm")
     if builtins.int(n) < 0:
-        raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]" % (builtins.int(n), builtins.int(n)))
+        raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]"
+                           % (builtins.int(n), builtins.int(n)))
     return _C._from_numpy(_C._host_randperm(builtins.int(n), generator)).to(dtype or _dtypes.int64)
-
-
-def host_ints(span, count, generator=None):
-    """count integers uniform in [0, span) (span at most 2^63) as torch's CPU generator draws them (random_,
-    randint): a word of the generator's host stream each modulo span below 2^32, two (the first high) from 2^32 on."""
-    if span < (1 << 32):
-        return _C._host_words(count, generator).astype(np.int64) % span
-    words = _C._host_words(2 * count, generator).astype(np.uint64)
-    return ((words[0::2] << np.uint64(32) | words[1::2]) % np.uint64(span)).astype(np.int64)
-
-
-def host_int64(generator=None):
-    """torch.empty((), dtype=torch.int64).random_(generator=generator).item() as torch's CPU generator draws it (a
-    sampler's seed, a DataLoader's base seed)."""
-    return builtins.int(host_ints(1 << 63, 1, generator)[0])
 
 
 _EYE_NUMPY = {_dtypes.float32.value: np.float32, _dtypes.float64.value: np.float64}

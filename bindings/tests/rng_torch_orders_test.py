@@ -1,14 +1,15 @@
 """torch's CPU draws that users see as orders and seeds, from a generator's host stream (core/tensor/random.h: the
 MT19937 words torch's CPU generator draws): randperm, random_split, RandomSampler (with and without replacement,
 num_samples above n), SubsetRandomSampler, DataLoader(shuffle=True) over epochs, random_() per dtype and range,
-a DataLoader's base seed. Every expected list is what torch 2.15 printed for the same call; the host stream is
-part of get_state / set_state and fork_rng, and the tensor draws (Philox) do not move it."""
+a DataLoader's base seed, multinomial (both of aten's paths), WeightedRandomSampler, exponential_. Every expected
+list is what torch 2.15 printed for the same call; the host stream is part of get_state / set_state and fork_rng,
+and the tensor draws (Philox) do not move it."""
 import sys
 
 import pytest
 
 import tessel
-from tessel.utils.data import DataLoader, RandomSampler, SubsetRandomSampler, random_split
+from tessel.utils.data import DataLoader, RandomSampler, SubsetRandomSampler, WeightedRandomSampler, random_split
 
 
 def g(seed):
@@ -103,6 +104,65 @@ def test_the_host_stream_is_part_of_the_generator_state():
     tessel.randperm(10, generator=other)
     assert other.host_draws == 9
     assert tessel.rand(2, generator=other).tolist() == tessel.rand(2, generator=g(11)).tolist()
+
+
+def test_multinomial_and_weighted_sampler_draw_torchs_samples():
+    # tessel drew these from a numpy generator seeded by one Philox draw (WeightedRandomSampler too)
+    w = [[0.1, 0.9, 0.0, 0.25], [0.5, 0.5, 0.3, 0.01]]
+    expected = {  # torch 2.15's, for every float dtype: (num_samples, replacement) -> (2-D draws, row 0's draws)
+        (1, True): ([[0], [1]], [1]), (1, False): ([[0], [1]], [1]), (3, False): ([[0, 1, 3], [1, 2, 0]], [1, 3, 0]),
+        (4, True): ([[1, 3, 1, 1], [1, 0, 0, 0]], [3, 1, 3, 1]),
+        (9, True): ([[1, 3, 1, 1, 1, 1, 1, 1, 3], [1, 2, 1, 1, 1, 0, 0, 2, 0]], [3, 1, 1, 3, 1, 3, 1, 3, 1]),
+        (4, False): ([[0, 1, 3, 2], [1, 2, 0, 3]], [1, 3, 0, 2])}
+    for dt in (tessel.float32, tessel.float64, tessel.bfloat16, tessel.float16):
+        for (n, rep), (both, first) in expected.items():
+            gen = g(11)
+            weights = tessel.tensor(w, dtype=dt)
+            assert tessel.multinomial(weights, n, rep, generator=gen).tolist() == both, (dt, n, rep)
+            assert tessel.multinomial(weights[0], n, rep, generator=gen).tolist() == first, (dt, n, rep)
+    gen = g(4)
+    assert list(WeightedRandomSampler([0.1, 0.5, 2.0, 0.0, 1.0], 12, generator=gen)) == \
+        [2, 4, 1, 4, 4, 2, 2, 4, 1, 2, 2, 4]
+    assert list(WeightedRandomSampler([0.1, 0.5, 2.0, 0.0, 1.0], 4, replacement=False, generator=gen)) == [1, 2, 4, 0]
+    assert list(WeightedRandomSampler([0.1, 0.5, 2.0, 0.0, 1.0], 1, generator=gen)) == [2]
+    tessel.manual_seed(5)  # the default generator right after manual_seed
+    assert tessel.multinomial(tessel.tensor([0.3, 0.3, 0.4]), 6, True).tolist() == [2, 0, 1, 1, 0, 2]
+    tessel.manual_seed(3)
+    assert tessel.distributions.Categorical(probs=tessel.tensor([0.2, 0.3, 0.5])).sample((6,)).tolist() == \
+        [0, 1, 2, 0, 2, 2]
+
+
+def test_multinomial_checks_as_torchs_paths():
+    fast = "probability tensor contains either `inf`, `nan` or element < 0"
+    cases = [([0.1, -1.0, float("nan")], 2, True, "(encountering probability entry < 0)"),
+             ([0.1, -1.0, float("nan")], 1, True, fast), ([0.1, -1.0, float("nan")], 2, False, fast),
+             ([0.0, 0.0], 2, True, "(sum of probabilities <= 0)"), ([0.0, 0.0], 1, True, "(sum of probabilities <= 0)"),
+             ([1.0, float("inf")], 2, True, "(encountering probability entry = infinity or NaN)"),
+             ([1.0, float("inf")], 1, True, fast)]
+    for w, n, rep, message in cases:
+        with pytest.raises(RuntimeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            tessel.multinomial(tessel.tensor(w), n, rep)
+
+
+def test_exponential_draws_torchs_values():
+    # torch 2.15's exponential_(0.7) from a generator seeded with 9, per dtype; tessel's were -log(1 - U) of its
+    # Philox uniforms, and Exponential(rate).sample drew those too
+    expected = {
+        tessel.float32: [[0.4038987457752228, 2.6105966567993164, 0.6016567349433899],
+                         [0.12360111624002457, 0.06355984508991241, 1.3384499549865723]],
+        tessel.float64: [[0.4038987514439681, 2.6105965956454913, 0.6016567184802536],
+                         [0.12360111381097354, 0.06355984194516752, 1.338449958343377]],
+        tessel.float16: [[0.40380859375, 2.611328125, 0.6015625], [0.12359619140625, 0.06353759765625, 1.3388671875]],
+        tessel.bfloat16: [[0.404296875, 2.609375, 0.6015625], [0.12353515625, 0.0634765625, 1.3359375]]}
+    for dt, values in expected.items():
+        assert tessel.empty(2, 3, dtype=dt).exponential_(0.7, generator=g(9)).tolist() == values, dt
+    tessel.manual_seed(3)
+    assert tessel.distributions.Exponential(tessel.tensor([1.0, 2.0])).sample((2,)).tolist() == \
+        [[0.03470345586538315, 0.1689547896385193], [1.4824306964874268, 0.09614172577857971]]
+    assert tessel.empty(3).exponential_(float("inf")).tolist() == [0.0, 0.0, 0.0]
+    for lam, shown in ((0, "0"), (-2.5, "-2.5"), (float("nan"), "nan")):
+        with pytest.raises(RuntimeError, match="exponential_ expects lambda > 0.0, but found lambda=%s$" % shown):
+            tessel.empty(2).exponential_(lam)
 
 
 if __name__ == "__main__":

@@ -154,9 +154,8 @@ class Exponential(Distribution):
     mode = property(lambda self: self.rate * 0.0)
     variance = property(lambda self: self.rate ** -2)
 
-    def rsample(self, sample_shape=()):
-        u = _tensor.rand(*self._extended_shape(sample_shape), dtype=self.rate.dtype)
-        return -(-u).log1p() / self.rate  # u in [0, 1): -log(1 - u) is finite
+    def rsample(self, sample_shape=()):  # torch's draws: exponential_ over the host stream, then / rate
+        return _tensor.empty(*self._extended_shape(sample_shape), dtype=self.rate.dtype).exponential_() / self.rate
 
     def log_prob(self, value):
         if self._validate_args:

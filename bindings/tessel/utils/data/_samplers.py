@@ -1,13 +1,12 @@
 """tessel.utils.data's samplers, as torch.utils.data.sampler's (and torch's DistributedSampler and the
 DataLoader's _InfiniteConstantSampler): the index orders a DataLoader visits. The shuffled orders are torch's,
-drawn from a generator's host stream as torch draws them (see the package's note), except WeightedRandomSampler's
-(torch's multinomial draws are not reproduced: a numpy generator seeded from the generator)."""
+drawn from a generator's host stream as torch draws them (see the package's note); WeightedRandomSampler's through
+tessel.multinomial, which draws as torch's."""
 import math
 
-import numpy as np
 
 from ... import _C
-from ..._tensor import as_tensor, host_int64, host_ints, host_rng
+from ..._tensor import as_tensor, host_int64, host_ints
 
 
 class Sampler:
@@ -97,44 +96,10 @@ class WeightedRandomSampler(Sampler):
                                                                             generator)
 
     def __iter__(self):
-        w = self.weights.detach().numpy().astype(np.float64)
-        _check_multinomial(w, self.num_samples, self.replacement)
-        rng = host_rng(self.generator)
-        p = w / w.sum()
-        positive = int((w > 0).sum())
-        if self.replacement or self.num_samples <= positive:
-            yield from rng.choice(len(w), self.num_samples, replace=self.replacement, p=p).tolist()
-            return
-        # torch's multinomial without replacement: the zero-weight categories come after the others
-        drawn = rng.choice(len(w), positive, replace=False, p=p).tolist()
-        zeros = [i for i in rng.permutation(len(w)).tolist() if w[i] == 0]
-        yield from drawn + zeros[:self.num_samples - positive]
+        yield from self.weights.multinomial(self.num_samples, self.replacement, generator=self.generator).tolist()
 
     def __len__(self):
         return self.num_samples
-
-
-def _check_multinomial(w, n_sample, replacement):
-    """torch.multinomial's checks of 1-d weights w, in its order and with its messages: without replacement (or
-    for one sample) its fast path's checks, else the CPU kernel's, entry by entry (NaN fails `>= 0` first)."""
-    if not replacement and n_sample > len(w):
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    if not replacement or n_sample == 1:
-        if not len(w):
-            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
-                               "identity.")
-        if not (np.all(w >= 0) and np.all(w < np.inf)):
-            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-        if w.sum() == 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        return
-    bad = np.flatnonzero(~((w >= 0) & np.isfinite(w)))
-    if len(bad):
-        if not w[bad[0]] >= 0:
-            raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
-        raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
-    if not w.sum() > 0:
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
 
 
 class BatchSampler(Sampler):
