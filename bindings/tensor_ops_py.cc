@@ -283,25 +283,47 @@ void CheckBoolSubtraction(bool a_is_bool, bool b_is_bool) {
   }
 }
 
+// A Python int as an exact int64 0-d tensor, where the scalar ops put their scalars.
+Tensor Int64Scalar(int64_t v) {
+  const Device d = CurrentDevice();
+  Tensor s = Empty({}, DType::kInt64, d.is_cpu() ? d : Device::Cpu());
+  s.data_ptr<int64_t>()[0] = v;
+  return d.is_cpu() ? s : s.To(d);
+}
+
+// True for an int64 tensor and a Python int a double cannot hold (beyond ±2^53): torch adds 2^53 + 1 exactly.
+bool NeedsExactInt64(const Tensor& a, py::handle v) {
+  if (a.dtype() != DType::kInt64 || !IsPlainInt(v)) return false;
+  const int64_t w = py::cast<int64_t>(v);
+  return w > (int64_t{1} << 53) || w < -(int64_t{1} << 53);
+}
+
 // An operator overload for a Python int operand (or a numpy integer scalar, IntLike): `op(tensor promoted by
-// WithIntScalar, the int as a double)`.
-template <typename Op>
-auto IntScalarOperator(Op op) {
-  return [op](const Tensor& t, IntLike i) {
+// WithIntScalar, the int as a double)`, or `exact(tensor, the int as an int64 0-d tensor)` where the double
+// would round it.
+template <typename Op, typename Exact>
+auto IntScalarOperator(Op op, Exact exact) {
+  return [op, exact](const Tensor& t, IntLike i) {
     const Tensor a = WithIntScalar(t, i.value);
+    if (NeedsExactInt64(a, i.value)) {
+      const Tensor s = Int64Scalar(py::cast<int64_t>(i.value));
+      return NoGil([&] { return exact(a, s); });
+    }
     const double x = IntScalarFor(a, i.value);
     return NoGil([&] { return op(a, x); });
   };
 }
 
 void BindArithmetic(py::class_<Tensor>& c) {
+  const auto ExactAdd = [](const Tensor& t, const Tensor& n) { return Add(t, n); };
+  const auto ExactMul = [](const Tensor& t, const Tensor& n) { return Mul(t, n); };
   // Overloads are tried in order: Tensor, then a Python int (py::int_ also takes bool, as torch's int
   // promotion does), then a Python float.
   c.def("__add__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); }, py::is_operator())
-      .def("__add__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }), py::is_operator())
+      .def("__add__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }, ExactAdd), py::is_operator())
       .def("__add__", [](const Tensor& a, double v) { return NoGil([&] { return AddNumber(Floating(a), v); }); },
            py::is_operator())
-      .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }), py::is_operator())
+      .def("__radd__", IntScalarOperator([](const Tensor& a, double x) { return AddNumber(a, x); }, ExactAdd), py::is_operator())
       .def("__radd__", [](const Tensor& a, double v) { return NoGil([&] { return AddNumber(Floating(a), v); }); },
            py::is_operator())
       .def("__sub__", [](const Tensor& a, const Tensor& b) {
@@ -310,7 +332,8 @@ void BindArithmetic(py::class_<Tensor>& c) {
       }, py::is_operator())
       .def("__sub__", [](const Tensor& a, IntLike v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.value.ptr()));
-        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(t, -x); })(a, v);
+        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(t, -x); },
+                                 [](const Tensor& t, const Tensor& n) { return Sub(t, n); })(a, v);
       }, py::is_operator())
       .def("__sub__", [](const Tensor& a, double v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, false);
@@ -318,7 +341,8 @@ void BindArithmetic(py::class_<Tensor>& c) {
       }, py::is_operator())
       .def("__rsub__", [](const Tensor& a, IntLike v) {
         CheckBoolSubtraction(a.dtype() == DType::kBool, PyBool_Check(v.value.ptr()));
-        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(Neg(t), x); })(a, v);
+        return IntScalarOperator([](const Tensor& t, double x) { return AddNumber(Neg(t), x); },
+                                 [](const Tensor& t, const Tensor& n) { return Sub(n, t); })(a, v);
       },
            py::is_operator())
       .def("__rsub__", [](const Tensor& a, double v) {
@@ -332,9 +356,9 @@ void BindArithmetic(py::class_<Tensor>& c) {
           return Mul(x, y);
         });
       }, py::is_operator())
-      .def("__mul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
+      .def("__mul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }, ExactMul), py::is_operator())
       .def("__mul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
-      .def("__rmul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }), py::is_operator())
+      .def("__rmul__", IntScalarOperator([](const Tensor& a, double x) { return MulScalar(a, x); }, ExactMul), py::is_operator())
       .def("__rmul__", [](const Tensor& a, double v) { return NoGil([&] { return MulScalar(Floating(a), v); }); }, py::is_operator())
       .def("__truediv__", [](const Tensor& a, const Tensor& b) {
         return NoGil([&] {
@@ -432,12 +456,7 @@ void BindComparisons(py::class_<Tensor>& c) {
     }
     const bool is_int = IsPlainInt(v);
     const Tensor x = WithIntScalar(a, v);
-    if (is_int && x.dtype() == DType::kInt64) {
-      const Device d = CurrentDevice();  // where ScalarLike puts its scalars
-      Tensor s = Empty({}, DType::kInt64, d.is_cpu() ? d : Device::Cpu());
-      s.data_ptr<int64_t>()[0] = v.cast<int64_t>();
-      return {x, d.is_cpu() ? s : s.To(d)};
-    }
+    if (is_int && x.dtype() == DType::kInt64) return {x, Int64Scalar(v.cast<int64_t>())};
     return {x, ScalarLike(x, v.cast<double>())};
   };
   // Python and numpy ints (anything with __index__) and floats.
@@ -466,7 +485,10 @@ void BindComparisons(py::class_<Tensor>& c) {
     }, py::is_operator());
   }
   c.def("masked_fill", [](const Tensor& x, const Tensor& mask, double v) {
-        if (x.dtype() == DType::kFloat16) CheckNumberFits(v, x.dtype());  // (torch's wraps integers here)
+        // torch 2.15 checks every dtype here, bfloat16 too (int8 masked_fill(m, 200) stored -56)
+        CheckNumberFits(v, x.dtype());
+        TESSEL_CHECK(x.dtype() != DType::kBFloat16 || !std::isfinite(v) || std::abs(v) <= 3.3895313892515355e38,
+                     "value cannot be converted to type c10::BFloat16 without overflow");
         return NoGil([&] { return MaskedFill(x, mask, v); });
       }, py::arg("mask"), py::arg("value"));
 }

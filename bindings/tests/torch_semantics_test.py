@@ -850,5 +850,35 @@ def test_misuse_raises_torchs_runtime_error_text(call, message):
         call()
     assert str(e.value) == message
 
+def test_python_ints_beyond_2_53_are_exact_in_int64_arithmetic():
+    # the operators passed a Python int as a double: x + (2**53 + 1) added 2**53 (expected values are torch 2.15's)
+    n = 2 ** 53 + 1
+    x = tessel.tensor([0, 5, -7])
+    assert (x + n).tolist() == [9007199254740993, 9007199254740998, 9007199254740986]
+    assert (n + x).tolist() == (x - (-n)).tolist() == [9007199254740993, 9007199254740998, 9007199254740986]
+    assert (n - x).tolist() == [9007199254740993, 9007199254740988, 9007199254741000]
+    assert (x - n).tolist() == [-9007199254740993, -9007199254740988, -9007199254741000]
+    assert (x * n).tolist() == (n * x).tolist() == [0, 45035996273704965, -63050394783186951]
+    assert (x * (2 ** 61 + 1)).tolist() == [0, -6917529027641081851, 2305843009213693945]  # wraps as torch's
+    assert (x * -(2 ** 60 + 7)).tolist() == [0, -5764607523034234915, 8070450532247928881]
+    assert (tessel.tensor([True]) + n).tolist() == [9007199254740994]
+    r = tessel.tensor([3], dtype=tessel.int32) + n
+    assert r.dtype == tessel.int32 and r.tolist() == [4]
+
+
+def test_masked_fill_refuses_values_its_dtype_cannot_hold_as_torch():
+    # only float16 was checked: int8 masked_fill(m, 200) stored -56, float32 1e39 stored inf (torch 2.15 raises)
+    m = tessel.tensor([True, False])
+    for dtype, value, name in [(tessel.int8, 200, "int8_t"), (tessel.int32, 2 ** 40, "int"),
+                               (tessel.uint8, 300, "uint8_t"), (tessel.float32, 1e39, "float"),
+                               (tessel.bfloat16, 1e39, "c10::BFloat16"), (tessel.int64, 2 ** 63, "int64_t"),
+                               (tessel.int8, float("inf"), "int8_t")]:
+        with pytest.raises(RuntimeError, match="value cannot be converted to type %s without overflow" % name):
+            tessel.tensor([1, 2], dtype=dtype).masked_fill(m, value)
+    assert tessel.tensor([1, 2], dtype=tessel.uint8).masked_fill(m, -5).tolist() == [251, 2]  # wraps, as torch's
+    assert tessel.tensor([1, 2], dtype=tessel.int8).masked_fill(m, -128).tolist() == [-128, 2]
+    assert tessel.tensor([1, 2], dtype=tessel.int8).masked_fill(m, 1.5).tolist() == [1, 2]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -1,5 +1,5 @@
-// core/ops/exact_math.h — internal to core/ops: Eigen 3.4's vectorized exp, sqrt and log with exact
-// special and subnormal values.
+// core/ops/exact_math.h — internal to core/ops: Eigen 3.4's vectorized exp and log with exact special and
+// subnormal values, and a correctly rounded vector sqrt.
 //
 // Why: Eigen's packet functions are fast but wrong at the edges, and only in whole packets (a block's
 // scalar tail is right, so a result depended on the element's position):
@@ -7,8 +7,8 @@
 //     smallest normal number (-87.34 float, -708.40 double) it returned about 2.9e-39 (5.6e-309) instead
 //     of the subnormal or 0 that std::exp and torch.exp return, also for -inf, where a softmax mask
 //     expects exactly 0;
-//   - the fast float sqrt (AVX2: x · rsqrt(x)) returns NaN for +inf and 0 for subnormals and -0.0
-//     (so rsqrt gave +inf there);
+//   - the fast float sqrt (AVX2: x · rsqrt(x) and a Newton step) is off by one bit in ~40% of values and
+//     returns NaN for +inf and 0 for subnormals and -0.0 (so rsqrt gave +inf there): SqrtInto does not use it;
 //   - log raises a subnormal argument to the smallest normal (float log(1e-40) read -87.34, not -92.1).
 // These helpers run Eigen's vector code block by block, then recompute the affected elements with
 // <cmath>. Whether a block has any is an OR-reduction of branch-free comparisons that the compiler
@@ -25,6 +25,8 @@
 //   ExpInto(x, /*offset=*/row_max, y, n);  // y = exp(x - row_max)
 //   SqrtInto(x, y, n, /*inverse=*/true);    // y = 1 / sqrt(x)
 #pragma once
+
+#include <immintrin.h>
 
 #include <Eigen/Core>
 #include <cmath>
@@ -98,27 +100,28 @@ void ExpInto(const C* x, C offset, C* y, int64_t n) {
   }
 }
 
-// y[0, n) = sqrt(x[0, n)), or 1 / sqrt(x[0, n)) when `inverse`.
+// y[0, n) = sqrt(x[0, n)), or 1 / sqrt(x[0, n)) when `inverse`: correctly rounded, as torch's (vsqrtps /
+// vsqrtpd, and a division for the inverse). Not Eigen's: its fast float sqrt (x · rsqrt(x) with a Newton step)
+// is off by one bit in ~40% of values once a tensor has a whole packet (sqrt(ones(8)) read 0.99999994), and wrong
+// at +inf, -0.0 and subnormals. The baseline build targets x86-64-v3, so 8 floats / 4 doubles per instruction.
 template <typename C>
 void SqrtInto(const C* x, C* y, int64_t n, bool inverse) {
-  // float: +inf, and (-smallest normal, smallest normal) where the fast sqrt flushes (a negative subnormal
-  // read as -0: sqrt inf / rsqrt 0 instead of NaN); double's sqrt is exact.
-  const auto affected = [](C v) {  // branch-free (bitwise operators), so Any vectorizes
-    if constexpr (std::is_same_v<C, float>) {
-      return (v == std::numeric_limits<C>::infinity()) | ((v > -std::numeric_limits<C>::min()) &
-                                                          (v < std::numeric_limits<C>::min()));
-    } else {
-      return v == std::numeric_limits<C>::infinity();
+  static_assert(std::is_floating_point_v<C>);
+  int64_t i = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {  // load before store: y may alias x
+      const __m256 r = _mm256_sqrt_ps(_mm256_loadu_ps(x + i));
+      _mm256_storeu_ps(y + i, inverse ? _mm256_div_ps(one, r) : r);
     }
-  };
-  if (inverse) {
-    exact_math_internal::Fixed(
-        x, y, n, [](const auto& xa, auto& ya) { ya = xa.sqrt().inverse(); }, affected,
-        [](C v) { return C(1) / std::sqrt(v); });
-  } else {
-    exact_math_internal::Fixed(
-        x, y, n, [](const auto& xa, auto& ya) { ya = xa.sqrt(); }, affected, [](C v) { return std::sqrt(v); });
+  } else if constexpr (std::is_same_v<C, double>) {
+    const __m256d one = _mm256_set1_pd(1.0);
+    for (; i + 4 <= n; i += 4) {
+      const __m256d r = _mm256_sqrt_pd(_mm256_loadu_pd(x + i));
+      _mm256_storeu_pd(y + i, inverse ? _mm256_div_pd(one, r) : r);
+    }
   }
+  for (; i < n; ++i) y[i] = inverse ? C(1) / std::sqrt(x[i]) : std::sqrt(x[i]);
 }
 
 // y[0, n) = log(x[0, n)).

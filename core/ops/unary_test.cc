@@ -272,6 +272,45 @@ TEST(UnaryTest, SpecialValuesFollowTorchInVectorizedBlocks) {
   }
 }
 
+TEST(UnaryTest, Float32SqrtIsCorrectlyRoundedInWholeVectors) {
+  // Eigen's fast float sqrt (rsqrt and a Newton step) gave sqrt(ones(8)) = 0.99999994 and missed the correctly
+  // rounded value in ~40% of elements once a tensor filled a packet.
+  Tensor x = RandOf({4099}, 17, DType::kFloat32, 0, 100);
+  const std::vector<float> xs = x.ToVector<float>();
+  const std::vector<float> root = Sqrt(x).ToVector<float>(), inv = Rsqrt(x).ToVector<float>(),
+                           half = Pow(x, 0.5).ToVector<float>(), minus_half = Pow(x, -0.5).ToVector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float exact = static_cast<float>(std::sqrt(static_cast<double>(xs[i])));  // double rounding is exact here
+    ASSERT_EQ(root[i], exact) << "x = " << xs[i];
+    ASSERT_EQ(half[i], exact) << "x = " << xs[i];
+    ASSERT_EQ(inv[i], 1.0f / exact) << "x = " << xs[i];  // torch's rsqrt: 1 / sqrt, each rounded
+    ASSERT_EQ(minus_half[i], 1.0f / exact) << "x = " << xs[i];
+  }
+  EXPECT_EQ(Sqrt(Full({8}, 1.0, DType::kFloat32)).ToVector<float>(), std::vector<float>(8, 1.0f));
+  EXPECT_EQ(Rsqrt(Full({8}, 4.0, DType::kFloat32)).ToVector<float>(), std::vector<float>(8, 0.5f));
+}
+
+TEST(UnaryTest, PowSpecialExponentsRoundAsTorch) {
+  // torch computes x ** -1 as 1 / x and x ** -2 as 1 / (x·x) (std::pow differs in the last bit); its bf16
+  // x ** 3 and x ** -2 round x·x to bf16 first. Expected values printed by torch 2.15.
+  Tensor f =
+      FromVector<float>({1.3401237726211548f, 3.9104714393615723f, 0.7f, 3.0f, 1e-3f, 7.5f, 2.5f, 9.0f, 11.0f});
+  const std::vector<float> fs = f.ToVector<float>();
+  const std::vector<float> m1 = Pow(f, -1).ToVector<float>(), m2 = Pow(f, -2).ToVector<float>();
+  for (size_t i = 0; i < fs.size(); ++i) {
+    EXPECT_EQ(m1[i], 1.0f / fs[i]);
+    EXPECT_EQ(m2[i], 1.0f / (fs[i] * fs[i]));
+  }
+  EXPECT_EQ(m2[0], 0.55681407f);  // torch's; std::pow gave 0.55681401
+  Tensor b = Cast(FromVector<float>({2.84375f, 0.376953125f}), DType::kBFloat16);
+  EXPECT_EQ(Cast(Pow(b, 3), DType::kFloat32).ToVector<float>(), (std::vector<float>{22.875f, 0.0537109375f}));
+  EXPECT_EQ(Cast(Pow(b, -2), DType::kFloat32).ToVector<float>(), (std::vector<float>{0.1240234375f, 7.0f}));
+  Tensor h = Cast(FromVector<float>({2.84375f, 0.376953125f}), DType::kFloat16);  // float16: one rounding
+  const float a = 2.84375f, c = 0.376953125f;
+  EXPECT_EQ(Cast(Pow(h, 3), DType::kFloat32).ToVector<float>(),
+            Cast(Cast(FromVector<float>({a * a * a, c * c * c}), DType::kFloat16), DType::kFloat32).ToVector<float>());
+}
+
 TEST(UnaryTest, RoundIsHalfToEvenAndRoundingHasAZeroGradient) {
   Tensor x = FromVector<float>({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 0.49999997f, -0.7f});
   EXPECT_EQ(Round(x).ToVector<float>(), (std::vector<float>{-2, -2, -0.0f, 0, 2, 2, 0, -1}));
