@@ -32,10 +32,16 @@ struct PointwiseParams {
   float lo, hi;    // clamp, clamp_backward; lo is threshold_backward's threshold
 };
 
+// torch's special exponents (its CPU and CUDA pow kernels): square, cube, sqrt, 1 / sqrt, reciprocal and the
+// reciprocal of the square, the CPU ops' formulas. One rounding to bf16 at the store, as torch's CUDA kernel (its
+// CPU kernel rounds bf16 x·x first for x ** 3 and x ** -2: core/ops/unary.cc).
 TESSEL_HOST_DEVICE inline float PowOf(float x, float e) {
   if (e == 2.0f) return x * x;
   if (e == 3.0f) return x * x * x;
   if (e == 0.5f) return sqrtf(x);
+  if (e == -0.5f) return 1.0f / sqrtf(x);
+  if (e == -1.0f) return 1.0f / x;
+  if (e == -2.0f) return 1.0f / (x * x);
   if (e == 1.0f) return x;
   return powf(x, e);
 }
