@@ -477,5 +477,76 @@ def test_benchmark_loads_lazily_by_torchs_paths():
         tessel.utils.nothing
 
 
+def _build_settings(text):
+    line = re.search(r"^  - Build settings: (.*)$", text, re.M).group(1)
+    assert line.endswith(", ")  # torch's line ends so too
+    return [item.split("=", 1) for item in line[:-2].split(", ")]
+
+
+def test_config_show_describes_the_build_in_torchs_layout():
+    text = tessel.__config__.show()
+    lines = text.split("\n")
+    assert lines[0] == "tessel built with:" and text.endswith("\n")
+    assert re.fullmatch(r"  - GCC \d+\.\d+", lines[1])  # from the extension's ELF .comment
+    assert lines[2] == "  - C++ Version: 202002"  # torch's line: __cplusplus under -std=c++20
+    assert re.search(r"^  - OpenBLAS \d+\.\d+\.\d+ .*$", text, re.M)  # openblas_get_config() of the linked one
+    assert re.search(r"^  - oneDNN v\d+\.\d+\.\d+ \(Git Hash \S+\)$", text, re.M)  # dnnl_version()
+    assert "  - OpenMP (libgomp)" in lines
+    assert "  - CPU capability usage: %s" % tessel.backends.cpu.get_cpu_capability() in lines
+    settings = _build_settings(text)
+    keys = [k for k, _ in settings]
+    assert keys == sorted(keys)  # torch's are sorted too
+    settings = dict(settings)
+    assert {k: settings[k] for k in ("BLAS_INFO", "BUILD_TYPE", "CXX_COMPILER", "TORCH_VERSION", "TESSEL_VERSION",
+                                     "USE_CUDA", "USE_GLOO", "USE_MKL", "USE_MKLDNN", "USE_OPENMP")} == {
+        "BLAS_INFO": "open", "BUILD_TYPE": "Release", "CXX_COMPILER": "gcc", "TORCH_VERSION": "2.15.0",
+        "TESSEL_VERSION": tessel.version.tessel, "USE_CUDA": "0", "USE_GLOO": "ON", "USE_MKL": "OFF",
+        "USE_MKLDNN": "ON", "USE_OPENMP": "ON"}
+    assert settings["CXX_FLAGS"] == tessel.__config__._cxx_flags()
+    # torch's valgrind wrapper reads the build type with this pattern
+    assert re.search("BUILD_TYPE=(.+),", text).groups()[0].split(",")[0] == "Release"
+
+
+def test_cxx_flags_are_the_release_builds():
+    flags = tessel.__config__._cxx_flags()
+    assert flags.startswith(" ") and "-O3" in flags.split()  # torch's string starts with a space too
+    bazelrc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".bazelrc")
+    if os.path.exists(bazelrc):  # the repository's checkout (not a bazel sandbox): the flags it builds with
+        with open(bazelrc) as f:
+            opts = [o for line in f if line.startswith("build ") for o in re.findall(r"--(?:copt|cxxopt)=(\S+)", line)]
+        assert opts and set(opts) <= set(flags.split()), (opts, flags)
+
+
+def test_config_parallel_info_reports_the_thread_budgets(monkeypatch):
+    before = tessel.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    try:
+        for n in (1, 2):
+            tessel.set_num_threads(n)
+            info = tessel.__config__.parallel_info()
+            lines = info.split("\n")
+            assert lines[:3] == ["tessel/Parallel:", "\ttessel.get_num_threads() : %d" % n,
+                                 "\ttessel.get_num_interop_threads() : %d" % tessel.get_num_interop_threads()]
+            # set_num_threads bounds OpenMP on this thread as well (core/base/parallel.cc)
+            assert lines[3:5] == ["OpenMP (libgomp)", "\tomp_get_max_threads() : %d" % n]
+            assert re.search(r"^OpenBLAS \d+\.\d+\.\d+ .*\n\topenblas_get_num_threads\(\) : \d+$", info, re.M)
+            assert re.search(r"^oneDNN v\d+\.\d+\.\d+ \(Git Hash \S+\)$", info, re.M)
+            assert "std::thread::hardware_concurrency() : %d" % os.cpu_count() in lines
+            assert lines[-5:] == ["Environment variables:", "\tOMP_NUM_THREADS : 3",
+                                  "\tOPENBLAS_NUM_THREADS : [not set]",
+                                  "tessel parallel backend: thread pool (core/base/parallel.cc)", ""]
+    finally:
+        tessel.set_num_threads(before)
+
+
+def test_config_loads_lazily_by_torchs_paths():
+    import tessel.__config__ as config
+    assert config is tessel.__config__ and config.show is tessel.__config__.show
+    with pytest.raises(AttributeError, match="^module 'tessel' has no attribute 'nothing'$"):
+        tessel.nothing
+    assert not hasattr(tessel, "nothing")
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
