@@ -548,5 +548,130 @@ def test_config_loads_lazily_by_torchs_paths():
     assert not hasattr(tessel, "nothing")
 
 
+# torch 2.15's SystemEnv fields, in its order
+_TORCH_ENV_FIELDS = (
+    "torch_version", "is_debug_build", "cuda_compiled_version", "gcc_version", "clang_version", "cmake_version", "os",
+    "libc_version", "python_version", "python_platform", "is_cuda_available", "cuda_runtime_version",
+    "cuda_module_loading", "nvidia_driver_version", "nvidia_gpu_models", "cudnn_version", "is_xpu_available",
+    "pip_version", "pip_packages", "conda_packages", "hip_compiled_version", "hip_runtime_version",
+    "miopen_runtime_version", "caching_allocator_config", "is_xnnpack_available", "cpu_info", "rocm_compiled_version")
+
+
+@pytest.fixture(scope="module")
+def env_info():
+    return tessel.utils.collect_env.get_env_info()
+
+
+def _cpu_model():
+    with open("/proc/cpuinfo") as f:
+        found = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+    return found.group(1).strip() if found else None
+
+
+def test_get_env_info_has_torchs_fields_then_tessels(env_info):
+    import platform
+    ce = tessel.utils.collect_env
+    assert ce.SystemEnv._fields == _TORCH_ENV_FIELDS + ("tessel_version", "blas_info", "onednn_info",
+                                                        "cpu_capability")
+    assert env_info.torch_version == tessel.__version__ == "2.15.0+tessel." + tessel.version.tessel
+    assert env_info.tessel_version == tessel.version.tessel
+    assert (env_info.is_debug_build, env_info.cuda_compiled_version, env_info.is_cuda_available,
+            env_info.is_xpu_available, env_info.hip_compiled_version, env_info.rocm_compiled_version,
+            env_info.pip_version) == ("False", None, "False", "False", "N/A", "N/A", "pip3")
+    assert env_info.python_version == "%s (64-bit runtime)" % sys.version.replace("\n", " ")
+    assert env_info.python_platform == platform.platform()
+    assert env_info.libc_version == "-".join(platform.libc_ver())
+    assert env_info.os.endswith(" (%s)" % platform.machine())
+    # the libraries tessel's extension links, as they describe themselves
+    assert re.fullmatch(r"OpenBLAS \d+\.\d+\.\d+ .* \(libopenblas\.so\.\d+\)", env_info.blas_info)
+    assert re.fullmatch(r"v\d+\.\d+\.\d+ \(Git Hash \S+, \w+ runtime\) \(libdnnl\.so\.\d+\)", env_info.onednn_info)
+    assert env_info.cpu_capability == tessel.backends.cpu.get_cpu_capability()
+    model = _cpu_model()
+    assert model is None or model in env_info.cpu_info  # lscpu's "Model name"
+
+
+def test_cpu_info_falls_back_to_proc_cpuinfo_without_lscpu():
+    model = _cpu_model()
+    if model is None:
+        pytest.skip("no model name in /proc/cpuinfo on this machine")
+    info = tessel.utils.collect_env.get_cpu_info(lambda command: (127, "", "lscpu: not found"))
+    assert "Model name: %s" % model in info.split("\n") and re.search(r"^CPU\(s\): \d+$", info, re.M)
+
+
+def _env(**changes):
+    fields = dict(torch_version="2.15.0", is_debug_build="False", cuda_compiled_version=None,
+                  gcc_version="(Debian) 12.2.0", clang_version=None, cmake_version="version 3.25.1",
+                  os="Debian 12 (x86_64)", libc_version="glibc-2.36", python_version="3.11.2 (64-bit runtime)",
+                  python_platform="Linux-6-x86_64", is_cuda_available="False", cuda_runtime_version=None,
+                  cuda_module_loading="N/A", nvidia_driver_version=None, nvidia_gpu_models=None, cudnn_version=None,
+                  is_xpu_available="False", pip_version="pip3", pip_packages="numpy==1.24.2\noptree==0.1",
+                  conda_packages="", hip_compiled_version="N/A", hip_runtime_version="N/A",
+                  miopen_runtime_version="N/A", caching_allocator_config={}, is_xnnpack_available=True,
+                  cpu_info="Model name: X", rocm_compiled_version="N/A", tessel_version="0.1.0", blas_info=None,
+                  onednn_info="v1.2.3", cpu_capability="AVX2")
+    fields.update(changes)
+    return tessel.utils.collect_env.SystemEnv(**fields)
+
+
+def _with_tessels_lines(torch_text, libraries):
+    """torch's report plus tessel's two additions: its version first, its libraries before the packages."""
+    return "tessel version: 0.1.0\n" + torch_text.replace(
+        "\n\nVersions of relevant libraries:", "\n\ntessel's libraries:\n%s\n\nVersions of relevant libraries:"
+        % libraries)
+
+
+def test_pretty_str_applies_torchs_substitutions():
+    pretty = tessel.utils.collect_env.pretty_str
+    # torch 2.15's pretty_str of the same fields: no GPU answered, so "No CUDA"; True is Yes; None is "Could not
+    # collect"; an empty conda list "No relevant packages"; package lines tagged
+    torch_text = (
+        "PyTorch version: 2.15.0\nIs debug build: False\nCUDA used to build PyTorch: None\n"
+        "ROCm SDK used to build PyTorch: N/A\nHIP used to build PyTorch: N/A\n\nOS: Debian 12 (x86_64)\n"
+        "GCC version: (Debian) 12.2.0\nClang version: Could not collect\nCMake version: version 3.25.1\n"
+        "Libc version: glibc-2.36\n\nPython version: 3.11.2 (64-bit runtime)\nPython platform: Linux-6-x86_64\n"
+        "Is CUDA available: False\nCUDA runtime version: No CUDA\nCUDA_MODULE_LOADING set to: N/A\n"
+        "GPU models and configuration: No CUDA\nNvidia driver version: No CUDA\ncuDNN version: No CUDA\n"
+        "Is XPU available: False\nHIP runtime version: N/A\nMIOpen runtime version: N/A\n"
+        "Is XNNPACK available: Yes\nCaching allocator config: N/A\n\nCPU:\nModel name: X\n\n"
+        "Versions of relevant libraries:\n[pip3] numpy==1.24.2\n[pip3] optree==0.1\n[conda] No relevant packages")
+    assert pretty(_env()) == _with_tessels_lines(torch_text, "BLAS: Could not collect\noneDNN: v1.2.3\n"
+                                                             "CPU capability: AVX2")
+    # torch's, with a GPU list (on its own lines), a CUDA runtime, no pip list and an allocator setting
+    torch_text = (
+        "PyTorch version: 2.15.0\nIs debug build: False\nCUDA used to build PyTorch: Could not collect\n"
+        "ROCm SDK used to build PyTorch: N/A\nHIP used to build PyTorch: N/A\n\nOS: Linux (x86_64)\n"
+        "GCC version: Could not collect\nClang version: Could not collect\nCMake version: Could not collect\n"
+        "Libc version: glibc-2.36\n\nPython version: 3.11.2 (64-bit runtime)\nPython platform: Linux\n"
+        "Is CUDA available: False\nCUDA runtime version: 13.0.88\nCUDA_MODULE_LOADING set to: N/A\n"
+        "GPU models and configuration: \nGPU 0: A\nGPU 1: B\n\nNvidia driver version: 580.1\n"
+        "cuDNN version: Could not collect\nIs XPU available: False\nHIP runtime version: N/A\n"
+        "MIOpen runtime version: N/A\nIs XNNPACK available: No\n"
+        "Caching allocator config: {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}\n\nCPU:\n"
+        "lscpu: not found\n\nVersions of relevant libraries:\n[pip3] Could not collect\n[conda] mkl 2024\n"
+        "[conda] torch 2.15")
+    env = _env(gcc_version=None, cmake_version=None, os="Linux (x86_64)", python_platform="Linux",
+               cuda_runtime_version="13.0.88", nvidia_driver_version="580.1", nvidia_gpu_models="GPU 0: A\nGPU 1: B",
+               pip_packages=None, conda_packages="mkl 2024\ntorch 2.15",
+               caching_allocator_config={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+               is_xnnpack_available=False, cpu_info="lscpu: not found", blas_info="OpenBLAS 0.3.21", onednn_info=None,
+               cpu_capability="AVX512")
+    assert pretty(env) == _with_tessels_lines(torch_text, "BLAS: OpenBLAS 0.3.21\noneDNN: Could not collect\n"
+                                                          "CPU capability: AVX512")
+
+
+def test_pretty_env_info_and_main_report_the_sections(env_info, monkeypatch, capsys):
+    ce = tessel.utils.collect_env
+    monkeypatch.setattr(ce, "get_env_info", lambda: env_info)  # the report of this machine, collected once
+    text = ce.get_pretty_env_info()
+    heads = ["tessel version: %s" % tessel.version.tessel, "PyTorch version: %s" % tessel.__version__, "OS: ",
+             "Python version: ", "CPU:", "tessel's libraries:", "BLAS: OpenBLAS ", "oneDNN: v", "CPU capability: ",
+             "Versions of relevant libraries:"]
+    at = [text.find("\n" + h) if i else text.find(h) for i, h in enumerate(heads)]
+    assert at[0] == 0 and all(a > b for a, b in zip(at[1:], at)), list(zip(heads, at))
+    ce.main()
+    out = capsys.readouterr().out
+    assert out == "Collecting environment information...\n" + text + "\n"
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

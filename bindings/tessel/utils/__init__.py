@@ -1,11 +1,11 @@
 """tessel.utils: torch.utils's data loading (tessel.utils.data) and activation checkpointing
 (tessel.utils.checkpoint), and torch.utils._pytree's tree functions (tessel.utils._pytree); benchmark
-(torch.utils.benchmark's Timer / Compare) loads on first use."""
+(torch.utils.benchmark's Timer / Compare) and collect_env (the environment report) load on first use."""
 import importlib as _importlib
 
 from . import _pytree, checkpoint, data  # noqa: F401
 
-_LAZY = ("benchmark",)
+_LAZY = ("benchmark", "collect_env")
 
 
 def __getattr__(name):
