@@ -654,3 +654,11 @@ globals().update(_foreach.functions())
 _C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here
 from . import _torch_paths  # noqa: E402 (torch.backends.cudnn, nn.parameter, fsdp._fully_shard, torch._check, ...)
 _torch_paths.install(globals())
+
+
+def __getattr__(name):
+    # torch.__config__ reads the extension's ELF sections and its libraries through ctypes: only on first use
+    if name == "__config__":
+        import importlib
+        return importlib.import_module(".__config__", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
