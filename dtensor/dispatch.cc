@@ -98,10 +98,12 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
                    lead.mesh().global_rank());
       continue;
     }
-    TESSEL_CHECK(t.dim() == 0 || (ImplicitReplicationEnabled() && !t.requires_grad()), op.name,
+    // One-element dense tensors (0-d, or [1] as torch.ones(1)) are replicated scalars, as torch's
+    // (_try_replicate_spec_for_scalar_tensor; it warns about the non-0-d ones).
+    TESSEL_CHECK(t.numel() == 1 || (ImplicitReplicationEnabled() && !t.requires_grad()), op.name,
                  ": got mixed DTensor and dense tensor inputs: input ", first, " is ", KindOf(raw[first]),
                  " but input ", i, " is ", KindOf(t),
-                 "; convert the dense tensor with DistributeTensor or DTensor::FromLocal first (only 0-d dense "
+                 "; convert the dense tensor with DistributeTensor or DTensor::FromLocal first (only one-element dense "
                  "tensors are accepted, as replicated scalars, and under ImplicitReplicationGuard dense tensors "
                  "that do not require grad), rank ",
                  lead.mesh().global_rank());

@@ -113,6 +113,29 @@ TEST(DispatchTest, MixingDTensorAndDenseTensorRaisesNamingBothKinds) {
   });
 }
 
+// A one-element dense tensor of any rank is a replicated scalar, as torch's (numel() == 1): DTensor *
+// torch.ones(1) raised "mixed DTensor and dense tensor inputs"; its gradient is the full sum on every rank.
+TEST(DispatchTest, OneElementDenseTensorsAreReplicatedScalars) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 2});
+    DTensor a = DistributeTensor(full, mesh, ParsePlacements("S(0)"));
+    Tensor s = Full({1, 1}, 3.0, DType::kFloat64);
+    s.set_requires_grad(true);
+    DTensor c(Mul(a.tensor(), s));
+    EXPECT_EQ(c.placements(), ParsePlacements("S(0)"));
+    testing::ExpectClose(c.FullTensor().ToDoubleVector(), Mul(full, Scalar(3.0, DType::kFloat64)).ToDoubleVector(), 0,
+                         "scaled");
+    Backward(Sum(c.tensor()));
+    double total = 0;
+    for (double v : full.ToDoubleVector()) total += v;
+    ASSERT_TRUE(s.grad().defined());  // (a Replicate DTensor, as the 0-d operands' gradients)
+    const Tensor g = s.grad().is_distributed() ? DTensor(s.grad()).FullTensor() : s.grad();
+    testing::ExpectClose(g.ToDoubleVector(), {total}, 1e-12, "one-element operand's grad");
+    ExpectError(ErrorCode::kInvalidArgument, {"mul: got mixed DTensor and dense tensor inputs"},
+                [&] { Mul(a.tensor(), Values({2})); });  // two elements: still refused
+  });
+}
+
 // Under implicit replication a dense constant becomes a Replicate DTensor before autograd records the op
 // (core/dispatch/dispatcher.h ReplicateImplicitly), so the backward formula, run later outside the guard,
 // divides a DTensor gradient by a DTensor; it raised "mixed DTensor and dense tensor inputs" there.
