@@ -135,6 +135,9 @@ void BindFunctional(py::module_& m) {
   f.def("_sort_indices", [](const Tensor& x, bool descending, int64_t k) {
     return NoGil([&] { return SortIndicesLastDim(x, descending, k); });
   }, py::arg("input"), py::arg("descending"), py::arg("k") = -1);
+  f.def("_topk_indices", [](const Tensor& x, int64_t k, bool largest, bool sorted) {
+    return NoGil([&] { return TopKIndicesLastDim(x, k, largest, sorted); });
+  }, py::arg("input"), py::arg("k"), py::arg("largest"), py::arg("sorted") = true);
   // torch.gather / scatter_add of plain tensors (tessel/_compat.py, _scatter.py): index with input's sizes
   // off `dim` (the callers narrow input to a smaller index first).
   f.def("_gather_dim", [](const Tensor& x, int64_t dim, const Tensor& index) {

@@ -782,6 +782,19 @@ def _sort_indices(self, dim, descending, k=None):
     """The stable sorting permutation along dim (its first k), NaN above every number: a plain int64 tensor
     computed in C++ (core/ops/scan_sort.h) for a plain tensor; None for the general path (DTensors, empty,
     0-d or complex tensors)."""
+    n = None if k is None else k
+    return _along_rows(self, dim, lambda rows: _C._functional._sort_indices(rows, bool(descending),
+                                                                             rows.shape[-1] if n is None else n))
+
+
+def _topk_indices(self, dim, k, largest, sorted):
+    """torch.topk's indices along dim, ties in torch's order (core/ops/scan_sort.h TopKIndicesLastDim), or None
+    for the general path (as _sort_indices)."""
+    return _along_rows(self, dim, lambda rows: _C._functional._topk_indices(rows, k, bool(largest), bool(sorted)))
+
+
+def _along_rows(self, dim, fn):
+    """fn over self's rows along dim (a [rows, n] view with dim last), its [rows, m] result moved back to dim."""
     from ._tensor import Tensor as _T
     if not isinstance(self, _T) or self.is_distributed or self.ndim == 0 or self.numel() == 0 or self.is_complex():
         return None
@@ -790,8 +803,7 @@ def _sort_indices(self, dim, descending, k=None):
     last = d == self.ndim - 1  # the common case: no dim moves, and a matrix is its own [rows, n]
     moved = self.detach() if last else self.detach().movedim(d, -1)
     n = moved.shape[-1]
-    order = _C._functional._sort_indices(moved if moved.ndim == 2 else moved.reshape(-1, n), bool(descending),
-                                         n if k is None else k)
+    order = fn(moved if moved.ndim == 2 else moved.reshape(-1, n))
     if moved.ndim != 2:
         order = order.reshape(tuple(moved.shape[:-1]) + (order.shape[-1],))
     return order if last else order.movedim(-1, d)
@@ -845,7 +857,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
         shape = list(self.shape)
         shape[dim] = k
         return _topk_result(_rewrap(self, values, shape), _rewrap(self, indices, shape))
-    order = _sort_indices(self, dim, largest, k)
+    order = _topk_indices(self, dim, k, largest, sorted)
     if order is not None:
         return _topk_result(_gather(self, dim, order), order)
     from ._tensor import _indices_like

@@ -880,5 +880,28 @@ def test_masked_fill_refuses_values_its_dtype_cannot_hold_as_torch():
     assert tessel.tensor([1, 2], dtype=tessel.int8).masked_fill(m, 1.5).tolist() == [1, 2]
 
 
+def test_topk_returns_torchs_indices_among_ties():
+    # tessel's topk kept tied positions in index order ([0, 1, 2] for zeros(6)); torch's CPU kernel runs libstdc++'s
+    # partial_sort / nth_element on (value, position) pairs, and ported code (pruning masks, multinomial without
+    # replacement over zero weights) sees its order. Expected lists are torch 2.15's.
+    assert tessel.topk(tessel.zeros(6), 3).indices.tolist() == [3, 5, 4]
+    assert tessel.topk(tessel.tensor([1., 5, 3, 5, 5]), 3).indices.tolist() == [1, 4, 3]
+    x = tessel.zeros(10)
+    x[3] = 1.0
+    assert tessel.topk(x, 10).indices.tolist() == [3, 5, 9, 8, 7, 6, 2, 1, 0, 4]
+    nans = tessel.tensor([2., float("nan"), 2., 1., float("nan"), 2.])
+    assert tessel.topk(nans, 4).indices.tolist() == [1, 4, 0, 5]
+    assert tessel.topk(nans, 4, largest=False).indices.tolist() == [3, 5, 0, 2]
+    assert tessel.topk(tessel.tensor([0, 1, 0, 1, 0, 1, 0, 1]), 3, sorted=False).indices.tolist() == [1, 7, 5]
+    y = tessel.zeros(200)
+    y[[5, 50, 150]] = 1.0  # k·64 <= n: partial_sort
+    assert tessel.topk(y, 3).indices.tolist() == [150, 50, 5]
+    assert tessel.topk(y, 2, largest=False).indices.tolist() == [0, 1]
+    w = tessel.zeros(34)
+    w[3] = 1.0
+    assert tessel.multinomial(w, 20, False, generator=tessel.Generator().manual_seed(0)).tolist() == \
+        [3, 26, 7, 18, 19, 20, 21, 22, 23, 24, 25, 17, 27, 28, 29, 30, 31, 32, 33, 6]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

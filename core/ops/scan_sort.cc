@@ -3,6 +3,7 @@
 #include "core/ops/scan_sort.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <type_traits>
@@ -200,6 +201,36 @@ void SortRow(const T* x, int64_t n, int64_t k, bool descending, int64_t* out) {
   finish(items, [](const std::pair<uint64_t, int64_t>& item) { return item.second; });
 }
 
+// torch's CPU topk of row `x` (aten's TopKImpl.h): (value, position) pairs compared by value only, NaN above
+// every number, through libstdc++'s std::partial_sort when k·64 <= n, else std::nth_element and (sorted) a
+// std::sort of the first k - 1; the k pairs in front are the result, in that order. Neither algorithm is stable,
+// and which tied positions survive, and in what order, is theirs: running the same calls on the same sequence
+// gives torch's indices among ties (a stable order kept the earlier positions: pruning masks and multinomial's
+// zero-weight draws differed from torch's).
+template <typename T>
+void TorchTopKRow(const T* x, int64_t n, int64_t k, bool largest, bool sorted, int64_t* out) {
+  if (k == 0) return;
+  using V = std::conditional_t<std::is_floating_point_v<ComputeT<T>>, double, int64_t>;
+  using Item = std::pair<V, int64_t>;
+  std::vector<Item> q(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = {static_cast<V>(ToCompute(x[j])), j};
+  const auto nan = [](V v) {
+    if constexpr (std::is_floating_point_v<V>) return std::isnan(v);
+    return false;
+  };
+  const auto before = [&](const Item& a, const Item& b) {
+    return largest ? (nan(a.first) && !nan(b.first)) || a.first > b.first
+                   : (!nan(a.first) && nan(b.first)) || a.first < b.first;
+  };
+  if (k * 64 <= n) {
+    std::partial_sort(q.begin(), q.begin() + k, q.end(), before);
+  } else {
+    std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), before);
+    if (sorted) std::sort(q.begin(), q.begin() + (k - 1), before);
+  }
+  for (int64_t j = 0; j < k; ++j) out[j] = q[static_cast<size_t>(j)].second;
+}
+
 }  // namespace
 
 Tensor CumSum(const Tensor& x, int64_t dim, bool reverse) {
@@ -222,6 +253,25 @@ Tensor SortIndicesLastDim(const Tensor& x_in, bool descending, int64_t k) {
     const int64_t work = std::max<int64_t>(1, length * 8);
     ParallelFor(0, rows, std::max<int64_t>(1, kGrain / work), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) SortRow(px + r * length, length, k, descending, po + r * k);
+    });
+  });
+  return out;
+}
+
+Tensor TopKIndicesLastDim(const Tensor& x_in, int64_t k, bool largest, bool sorted) {
+  TESSEL_CHECK(x_in.dim() == 2, "topk: expected rows [P, L], got ", ShapeStr(x_in.sizes()));
+  const Tensor x = DenseOrCopy(x_in);
+  const int64_t rows = x.size(0), length = x.size(1);
+  TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, k >= 0 && k <= length, "topk: k ", k, " is out of range for rows of ",
+                    length);
+  Tensor out = Empty({rows, k}, DType::kInt64, x.device());
+  int64_t* po = out.data_ptr<int64_t>();
+  TESSEL_DISPATCH_ALL_TYPES(x.dtype(), "topk", [&] {
+    using T = scalar_t;
+    const T* px = static_cast<const T*>(x.raw_data());
+    const int64_t work = std::max<int64_t>(1, length * 8);
+    ParallelFor(0, rows, std::max<int64_t>(1, kGrain / work), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) TorchTopKRow(px + r * length, length, k, largest, sorted, po + r * k);
     });
   });
   return out;

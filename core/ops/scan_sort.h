@@ -5,7 +5,7 @@
 // Example:
 //   Tensor c = CumSum(x, /*dim=*/1);                               // differentiable
 //   Tensor order = SortIndicesLastDim(x_PL, /*descending=*/true);  // [P, L] int64, stable
-//   Tensor top = SortIndicesLastDim(x_PL, /*descending=*/true, 5); // [P, 5]: topk's indices
+//   Tensor top = TopKIndicesLastDim(x_PL, 5, /*largest=*/true);    // [P, 5]: torch.topk's indices
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,10 @@ Tensor CumSum(const Tensor& x, int64_t dim, bool reverse = false);
 // descending, as torch). k in [0, L] keeps the first k of each row (topk's indices, sorted); k < 0 keeps all.
 // Not differentiable: gather the values with GatherDim (index_dim.h). int64 [P, k].
 Tensor SortIndicesLastDim(const Tensor& x, bool descending, int64_t k = -1);
+
+// x [P, L]: per row, the positions torch.topk(row, k, largest=largest, sorted=sorted) returns on the CPU, in its
+// order, ties included (its libstdc++ partial_sort / nth_element calls on (value, position) pairs compared by
+// value; NaN above every number). int64 [P, k]; kOutOfRange unless 0 <= k <= L.
+Tensor TopKIndicesLastDim(const Tensor& x, int64_t k, bool largest, bool sorted = true);
 
 }  // namespace tessel
