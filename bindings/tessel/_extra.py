@@ -579,7 +579,7 @@ def index_add(x, dim, index, source, *, alpha=1):
                            % (bad, d, x.shape[d] if x.ndim else 1))
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
-    from ._tensor import index_add_rows
+    from ._setitem import index_add_rows
     width = 1
     for size in moved.shape[1:]:
         width *= size  # not reshape(n, -1): no -1 for n = 0 (an expert that got no tokens)
