@@ -10,22 +10,25 @@ import numpy as np
 
 from . import _C
 from . import _dtypes
-from ._subscript import _as_plain, _check_index_put_dtype, _is_advanced, _torch_dtype_name, _torch_key
-from ._tensor import _basic_index, _gather_rows, _getitem, _internal_index, tensor
+from ._subscript import (_as_plain, _check_index_put_dtype, _index_array, _is_advanced, _mask_mismatch,
+                         _torch_dtype_name, _torch_key)
+from ._tensor import _basic_index, _gather_rows, _getitem, _host_numpy, _internal_index, tensor
 
 Tensor = _C.Tensor
 
 
 def _rows_of(self, idx):
-    """(k, positions): the index along the first k dims as flat row positions (an int index: k = 1)."""
-    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
-    if arr.size == 0 and not isinstance(idx, Tensor):
-        arr = arr.astype(np.int64)
+    """(k, positions, shape): the index along the first k dims as flat row positions (an int index: k = 1) and
+    the shape its positions take in the indexing result."""
+    arr = _index_array(idx)
+    if self.ndim == 0:
+        raise IndexError("too many indices for tensor of dimension 0")
     if arr.dtype == np.bool_:
-        if tuple(arr.shape) != tuple(self.shape[:arr.ndim]):
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (tuple(arr.shape), tuple(self.shape)))
-        return arr.ndim, np.flatnonzero(arr.reshape(-1))
+        mismatch = _mask_mismatch(arr.shape, self.shape, 0)
+        if mismatch is not None:
+            raise mismatch
+        rows = np.flatnonzero(arr.reshape(-1))
+        return arr.ndim, rows, rows.shape
     if arr.dtype not in (np.int64, np.int32):  # (int8 / int16 were taken; torch refuses them)
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     n = self.shape[0]
@@ -33,12 +36,12 @@ def _rows_of(self, idx):
     if rows.size and (rows.min() < -n or rows.max() >= n):
         raise IndexError("index %d is out of bounds for dimension 0 with size %d"
                          % (rows[(rows < -n) | (rows >= n)][0], n))
-    return 1, np.where(rows < 0, rows + n, rows)
+    return 1, np.where(rows < 0, rows + n, rows), arr.shape
 
 
 def _advanced_setitem(self, idx, value):
     """t[int_tensor] = v, t[mask] = v: a scalar through one masked_fill of the rows; a tensor row by row."""
-    k, rows = _rows_of(self, idx)
+    k, rows, index_shape = _rows_of(self, idx)
     lead = self.shape[:k]
     count = 1
     for d in lead:
@@ -49,18 +52,30 @@ def _advanced_setitem(self, idx, value):
         m = _C._from_numpy(mask.reshape(tuple(lead) + (1,) * (self.ndim - k))).expand(*self.shape)
         self.copy_(self.masked_fill(m, builtins.float(value)))
         return
+    if k > 1 and not self.is_contiguous():  # (self.view of a transposed self raised; torch writes through)
+        return self.copy_(_written(self, idx, value))
     flat = self if k == 1 else self.view(count, *self.shape[k:])  # a view: writes land in self
-    result_shape = (builtins.int(rows.size),) + tuple(self.shape[k:])  # the indexing result's
-    try:
-        fits = np.broadcast_shapes(tuple(value.shape), result_shape) == result_shape
-    except ValueError:
-        fits = False
-    if not fits:  # torch's check (a value of the right size but another shape was written flattened)
-        raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape "
-                           "%s" % (list(value.shape), list(result_shape)))
-    rows_value = value.expand(*result_shape)  # (a value that broadcasts to the whole result, [1, 4] or [2, 1])
+    rows_value = _as_indexing_result(value, index_shape + tuple(self.shape[k:]))
+    rows_value = rows_value.reshape(builtins.int(rows.size), *self.shape[k:])
     for j, r in enumerate(rows.tolist()):
         flat.select(0, r).copy_(rows_value.select(0, j))
+
+
+def _as_indexing_result(value, shape, strip=True):
+    """value expanded to the advanced indexing result's shape, as torch's setitem: its leading size-1 dims
+    dropped first (strip; index_put_ keeps them), and torch's error where it does not broadcast (a value of the
+    right size but another shape was written flattened, or raised expand's error)."""
+    shape = tuple(builtins.int(d) for d in shape)
+    while strip and value.ndim > len(shape) and value.shape[0] == 1:
+        value = value.squeeze(0)
+    try:
+        fits = np.broadcast_shapes(tuple(value.shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape "
+                           "%s" % (list(value.shape), list(shape)))
+    return value.expand(*shape)
 
 
 def _recorded_setitem(self, idx, value):
@@ -80,11 +95,12 @@ def _recorded_setitem(self, idx, value):
 
 
 def _positions(self, idx):
-    """The flat (row-major) positions self[idx] selects, laid out as the result: numpy's indexing of an arange,
-    whose basic and advanced rules are torch's."""
-    host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
-    return np.arange(self.numel(), dtype=np.int64).reshape(tuple(self.shape))[
-        tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
+    """The flat (row-major) positions self[idx] selects, laid out as the result: tessel's own indexing of an
+    arange. (NumPy's indexing of it put t[0, :, idx]'s dims in another order: numpy counts the int as one of the
+    advanced indices, now separated by the slice, so their dim went first; torch selects with the int first.)"""
+    host = lambda i: i.full_tensor() if isinstance(i, Tensor) and i.is_distributed else i  # noqa: E731
+    table = _C._from_numpy(np.arange(self.numel(), dtype=np.int64).reshape(tuple(self.shape)))
+    return _getitem(table, tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)).numpy()
 
 
 def index_add_rows(rows, index, num_rows):
@@ -108,14 +124,14 @@ def _every_writer_gradient(placed, rows, positions, numel):
     return placed.detach() + (every - every.detach())
 
 
-def _written(self, idx, value):
+def _written(self, idx, value, strip=True):
     """self with value written at self[idx], out of place: where(written positions, value placed by an
-    index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
-    results out as torch's); a position listed twice takes the last value, as numpy's and torch's CPU writes."""
+    index-add, self). The positions are self[idx]'s (_positions); a position listed twice takes the last value, as
+    torch's CPU writes."""
     numel = self.numel()
     positions = _positions(self, idx)
     value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
-    rows = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
+    rows = _as_indexing_result(value.to(self.dtype), positions.shape, strip).reshape(-1, 1)
     flat = positions.reshape(-1)
     every = None
     if np.unique(flat).size != flat.size:  # keep each position's last write only
@@ -237,10 +253,15 @@ def _index_put_(self, indices, values, accumulate=False):
     other in-place methods (tessel/_inplace.py)."""
     from . import _inplace
     idx = tuple(indices)
+    for j, i in enumerate(idx):
+        if not isinstance(i, Tensor):  # (a slice or None was read as a subscript entry)
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (j, type(i).__name__))
     if isinstance(values, Tensor) and values.dtype != self.dtype:
         raise RuntimeError("Index put requires the source and destination dtypes match, got %s for the destination "
                            "and %s for the source." % (_torch_dtype_name(self.dtype), _torch_dtype_name(values.dtype)))
     if not accumulate:
+        if isinstance(values, Tensor) and values.ndim and values.shape[0] == 1:  # unlike setitem, no leading 1 dropped
+            _as_indexing_result(values, _positions(self, idx).shape, strip=False)
         self[idx] = values
         return self
     values = values if isinstance(values, Tensor) else _C._full([], builtins.float(values), self.dtype)

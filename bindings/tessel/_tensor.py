@@ -23,7 +23,8 @@ from ._host_random import exponential_values, host_int64, host_ints  # noqa: F40
 from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
                             _on_pieces, _random_like)
 from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
-from ._subscript import (_as_plain, _is_advanced, _is_zero_d_bool, _torch_dtype_name, _torch_key)  # noqa: F401
+from ._subscript import (_as_plain, _index_array, _is_advanced, _is_zero_d_bool, _mask_mismatch,  # noqa: F401
+                         _torch_dtype_name, _torch_key)
 
 Tensor = _C.Tensor
 
@@ -361,16 +362,14 @@ def _gather_rows(self, rows):
 def _advanced_index(self, idx):
     """torch's advanced indexing with one index along dim 0: an integer tensor / array / list (gather),
     or a boolean mask over the leading dims (the selected rows, in order)."""
-    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
-    if arr.size == 0 and not isinstance(idx, Tensor):
-        arr = arr.astype(np.int64)  # x[[]]: no rows (numpy reads [] as float64)
+    arr = _index_array(idx)
     if self.ndim == 0:
-        raise IndexError("too many indices for a 0-d tensor")
+        raise IndexError("too many indices for tensor of dimension 0")
     if arr.dtype == np.bool_:
         k = arr.ndim
-        if tuple(arr.shape) != tuple(self.shape[:k]):
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (tuple(arr.shape), tuple(self.shape)))
+        mismatch = _mask_mismatch(arr.shape, self.shape, 0)
+        if mismatch is not None:
+            raise mismatch
         lead = 1
         for size in self.shape[:k]:
             lead *= size
@@ -411,32 +410,34 @@ def _tuple_with_advanced_index(self, idx):
     integer indices, its nonzero positions) broadcast together and pick elements through one gather
     (with a gradient); their broadcast dims replace the indexed dims where those were adjacent, else
     they come first. x[:, idx], x[rows, cols] (logits[arange(N), targets]) and x[mask2d] all go here."""
-    entries, mask_sizes = [], []  # ("adv", int array) or ("basic", entry); a mask entry's expected dim size
+    # ("adv", int array, the view's entry for its dim) or ("basic", entry, None); masks: (first entry, shape)
+    entries, masks = [], []
     for i in idx:
-        if not _is_advanced(i):
-            entries.append(("basic", i))
+        if _is_zero_d_bool(i):  # torch: a new dim of size 1 indexed by [0] (True) or [] (False), an index too
+            keep = i if isinstance(i, builtins.bool) else builtins.bool(i.item())
+            entries.append(("adv", np.arange(1 if keep else 0, dtype=np.int64), None))
             continue
-        arr = i.numpy() if isinstance(i, Tensor) else np.asarray(i)
-        if arr.size == 0 and not isinstance(i, Tensor) and arr.dtype != np.bool_:
-            arr = arr.astype(np.int64)
+        if not _is_advanced(i):
+            entries.append(("basic", i, None))
+            continue
+        arr = _index_array(i)
         if arr.dtype == np.bool_:
-            for j, positions in enumerate(np.nonzero(arr)):
-                entries.append(("adv", positions))
-                mask_sizes.append((len(entries) - 1, arr.shape[j], tuple(arr.shape)))
+            masks.append((len(entries), arr.shape))
+            entries.extend(("adv", positions, builtins.slice(None)) for positions in np.nonzero(arr))
         elif arr.dtype in (np.int64, np.int32):
-            entries.append(("adv", arr.astype(np.int64)))
+            entries.append(("adv", arr.astype(np.int64), builtins.slice(None)))
         else:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    view = _getitem(self, tuple(builtins.slice(None) if k == "adv" else v for k, v in entries))
+    basic = [v if k == "basic" else placeholder for k, v, placeholder in entries]
+    view = _getitem(self, tuple(basic))
     # The view's dim each index entry indexes (an index entry keeps its dim in the view, as a slice).
-    dims = _result_dims([builtins.slice(None) if k == "adv" else v for k, v in entries], self.ndim)
-    positions = [d for d, (k, _) in zip(dims, entries) if k == "adv"]
-    adv = [v for k, v in entries if k == "adv"]
-    for e, size, shape in mask_sizes:
-        p = positions[[j for j, (k, _) in enumerate(entries) if k == "adv"].index(e)]
-        if view.shape[p] != size:
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (shape, tuple(view.shape)))
+    dims = _result_dims(basic, self.ndim)
+    positions = [d for d, (k, _, _) in zip(dims, entries) if k == "adv"]
+    adv = [v for k, v, _ in entries if k == "adv"]
+    for first, shape in masks:
+        mismatch = _mask_mismatch(shape, view.shape, dims[first])
+        if mismatch is not None:
+            raise mismatch
     try:
         adv = np.broadcast_arrays(*adv)
     except ValueError:
@@ -483,10 +484,10 @@ def _getitem(self, idx):
         return _advanced_index(self, idx)
     if isinstance(idx, tuple):
         idx = tuple(_as_plain(i) for i in idx)
+        if builtins.any(_is_advanced(i) and not _is_zero_d_bool(i) for i in idx):
+            return _tuple_with_advanced_index(self, idx)
         if builtins.any(_is_zero_d_bool(i) for i in idx):
             return _zero_d_bool_index(self, idx)
-        if builtins.any(_is_advanced(i) for i in idx):
-            return _tuple_with_advanced_index(self, idx)
     entries = _index_list(self, idx)
     named = builtins.sum(1 for i in entries if i is not None)
     if named > self.ndim:  # torch's IndexErrors (this raised "tuple index out of range")
@@ -504,7 +505,7 @@ def _getitem(self, idx):
             size = out.shape[dim]
             start, stop, step = i.indices(size)
             if step <= 0:
-                raise ValueError("tessel.Tensor: slice step must be positive, got %d" % step)
+                raise ValueError("step must be greater than zero")
             out = out._slice(dim, start, builtins.max(stop, start), step)
             dim += 1
         elif isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool):
@@ -513,8 +514,11 @@ def _getitem(self, idx):
                 raise IndexError("index %d is out of bounds for dimension %d with size %d" % (i, source_dim, size))
             out = out.select(dim, builtins.int(i) % size)
             source_dim += 1
+        elif isinstance(i, str):  # torch reads a string as data for an index tensor
+            raise TypeError("new(): invalid data type 'str'")
         else:
-            raise TypeError("tessel.Tensor indices must be int, slice, None or ..., got %s" % type(i).__name__)
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+                             "indices (got %s)" % type(i).__name__)
     return out
 
 
