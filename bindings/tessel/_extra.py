@@ -325,6 +325,13 @@ def _out_of_range(index, size):
     return builtins.int(bad[0]) if bad.size else None
 
 
+def check_index_dtype(index, name):
+    """torch's check of an index_add_ / index_reduce_ index: int32 or int64 (a float one was truncated)."""
+    if isinstance(index, Tensor) and index.dtype != _dtypes.int64 and index.dtype != _dtypes.int32:
+        raise RuntimeError("%s(): Expected dtype int32/int64 for index but got: %s"
+                           % (name, _torch_dtype_name(index.dtype)))
+
+
 def index_select(x, dim, index):
     if x.ndim == 0:  # torch: a 0-d tensor is its own only element (index 0 or -1's errors below)
         wrap_dim(dim, 1)
@@ -567,24 +574,32 @@ def index_add(x, dim, index, source, *, alpha=1):
     if source.dtype != x.dtype:
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
                            % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
+    d = wrap_dim(dim, x.ndim)  # first: source.shape[dim] raised "tuple index out of range"
+    check_index_dtype(index, "index_add_")
     if isinstance(index, Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
         index = index.reshape(1)
     if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))
-    d = wrap_dim(dim, x.ndim)
     bad = _out_of_range(index, x.shape[d] if x.ndim else 1)
-    if bad is not None:  # (a negative index added into the row from the end)
-        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
-                           % (bad, d, x.shape[d] if x.ndim else 1))
+    if bad is not None and x.ndim == 2:  # (a negative index added into the row from the end)
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d" % (bad, d, x.shape[d]))
+    if bad is not None:  # torch's error differs by rank: its CPU kernel has a separate 2-D loop
+        raise IndexError("index out of range in self")
+    if not x.dtype.is_floating_point:
+        alpha = builtins.int(alpha)  # torch converts alpha to self's integer type (2.5 adds twice the source)
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
-    from ._setitem import index_add_rows
+    from ._setitem import ROUNDED_PER_ADD, index_add_rows, rounded_in_order
     width = 1
     for size in moved.shape[1:]:
         width *= size  # not reshape(n, -1): no -1 for n = 0 (an expert that got no tokens)
     rows = index_add_rows(moved.reshape(moved.shape[0], width), index.long(), target.shape[0])
     rows = rows.reshape(*target.shape)
+    if x.dtype.value in ROUNDED_PER_ADD and not x.is_distributed and moved.numel():
+        positions = (index.long().numpy().reshape(-1, 1) * width + np.arange(width)).reshape(-1)
+        out = rounded_in_order(target + (rows * alpha if alpha != 1 else rows), target, positions, moved, alpha)
+        return out.movedim(0, d) if x.ndim > 1 else out.reshape(*x.shape)
     rows = rows.movedim(0, d) if x.ndim > 1 else rows.reshape(*x.shape)
     return x + (rows * alpha if alpha != 1 else rows)
 

@@ -116,6 +116,28 @@ def index_add_rows(rows, index, num_rows):
     return _C._from_numpy(out)
 
 
+ROUNDED_PER_ADD = (_dtypes.bfloat16.value, _dtypes.float16.value)
+
+
+def rounded_in_order(total, base, target, values, alpha=1):
+    """total (base with values added at the flat positions target, summed in float32: differentiable) with the
+    values torch gives a 16-bit float base in index_add / index_put_(accumulate=True): one add at a time in index
+    order, each sum rounded to base's dtype (bfloat16 256 + 1 + 1 + 1 stays 256 there; the float32 sum gave 260).
+    Each round adds every position's next value at once."""
+    out = _host_numpy(base).astype(np.float32).reshape(-1)
+    vals = _host_numpy(values).astype(np.float32).reshape(-1) * np.float32(alpha)
+    order = np.argsort(target, kind="stable")  # each position's values, in index order
+    sorted_target = target[order]
+    starts = np.flatnonzero(np.r_[True, sorted_target[1:] != sorted_target[:-1]])
+    rank = np.arange(target.size) - np.repeat(starts, np.diff(np.r_[starts, target.size]))
+    for k in range(builtins.int(rank.max()) + 1 if rank.size else 0):
+        picked = order[rank == k]
+        added = out[target[picked]] + vals[picked]
+        out[target[picked]] = _host_numpy(_C._from_numpy(added).to(base.dtype))
+    exact = _C._from_numpy(out.reshape(tuple(total.shape))).to(base.dtype)
+    return exact + (total - total.detach()) if total.requires_grad else exact
+
+
 def _every_writer_gradient(placed, rows, positions, numel):
     """placed's values (each position's last write) with torch's gradient for repeated writes: every element
     written to a position gets that position's gradient, the overwritten ones too (torch's backward gathers the
@@ -270,12 +292,15 @@ def _index_put_(self, indices, values, accumulate=False):
     if self.is_distributed and not values.is_distributed:  # a number or 0-d value: replicated on self's mesh
         values = _C.from_local(values, self.device_mesh, [_C.Replicate()] * self.device_mesh.ndim,
                                list(values.shape), None, False)
-    rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
+    rows = _as_indexing_result(values.to(self.dtype), positions.shape, strip=False).reshape(-1, 1).contiguous()
     where = _internal_index(rows, tensor(positions.reshape(-1)))  # replicated next to DTensor rows
     scattered = index_add_rows(rows, where, self.numel()).reshape(*self.shape)
+    compute = lambda x: x + scattered  # noqa: E731
+    if self.dtype.value in ROUNDED_PER_ADD and not self.is_distributed:
+        compute = lambda x: rounded_in_order(x + scattered, x, positions.reshape(-1), rows)  # noqa: E731
     if recorded:
-        return _inplace.record(self, "index_put_", lambda x: x + scattered)
-    added = self + scattered
+        return _inplace.record(self, "index_put_", compute)
+    added = compute(self)
     with _C._GradMode(False):
         return self.copy_(added)
 
