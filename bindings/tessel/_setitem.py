@@ -263,7 +263,35 @@ def _write_view(view, value):
         return view.fill_(v)
     while value.ndim > view.ndim and value.shape[0] == 1:
         value = value.squeeze(0)
+    _check_no_partial_overlap(view, value)
     return view.copy_(value)
+
+
+def _check_no_partial_overlap(view, value):
+    """torch's copy_ refuses a value that shares part of the written view's memory (x[1:] = x[:-1] wrote
+    [0, 0, 1, 2, 3]: each element read after the one before was written); the same memory in the same layout
+    is fine, and strided tensors with gaps are too hard to tell, as there."""
+    if view.is_distributed or value.is_distributed or value.numel() != view.numel():
+        return  # (a broadcast value reads some elements more than once: too hard to tell there)
+    a, b = view.data_ptr(), value.data_ptr()
+    a_end, b_end = a + view.numel() * view.element_size(), b + value.numel() * value.element_size()
+    if not (a < b_end and b < a_end):
+        return
+    if a == b and a_end == b_end and tuple(view.stride()) == tuple(value.stride()):
+        return
+    if _dense(view) and _dense(value):
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor refer "
+                           "to a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _dense(t):
+    """torch's non-overlapping and dense: the strides a permutation of contiguous ones (size-1 dims aside)."""
+    expected = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 Tensor.__setitem__ = _setitem
