@@ -647,7 +647,13 @@ def one_hot(x, num_classes=-1):
 
 
 def nonzero(x, *, as_tuple=False):
-    idx = np.nonzero(_host(x, "nonzero"))
+    """torch.nonzero: the indices of x's nonzero elements (no gradient, as torch's: an x that requires grad is
+    read as its values); a 0-d x has one [1, 0] row or none (numpy read it as 1-D, with a DeprecationWarning)."""
+    a = _host_numpy(x)
+    if a.ndim == 0:
+        hit = np.flatnonzero(a.reshape(1)).astype(np.int64)
+        return (_tensor(hit),) if as_tuple else _tensor(np.zeros((hit.size, 0), np.int64))
+    idx = np.nonzero(a)
     if as_tuple:
         return tuple(_tensor(i.astype(np.int64)) for i in idx)
     return _tensor(np.stack(idx, 1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
