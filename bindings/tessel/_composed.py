@@ -22,6 +22,7 @@ from ._dtensor_compose import aligned
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
                      maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
+from ._subscript import _broadcast_shape, _torch_dtype_name
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 from ._autocast_policy import widest_under_autocast as _widest_under_autocast
@@ -553,10 +554,17 @@ def index_copy(x, dim, index, source):
 
 
 def masked_scatter(x, mask, source):
-    """x with the True positions of mask (broadcast to x) filled from source's elements in row-major order."""
-    m = mask.expand(*x.shape).numpy() if tuple(mask.shape) != tuple(x.shape) else mask.numpy()
+    """x with the True positions of mask filled from source's elements in row-major order; x and mask broadcast
+    together (the result takes the broadcast shape, as torch's out-of-place masked_scatter)."""
+    if source.dtype != x.dtype:
+        raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got%s and %s"
+                           % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
+    shape = _broadcast_shape(tuple(mask.shape), tuple(x.shape))
+    m = mask.expand(*shape).numpy() if tuple(mask.shape) != shape else mask.numpy()
     count = builtins.int(m.sum())
-    out = x.clone()
+    if count > source.numel():  # (it reported setitem's shape mismatch)
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = x.expand(*shape).contiguous() if tuple(x.shape) != shape else x.clone()
     if count:
         out[_tensor(m)] = source.reshape(-1)[:count]
     return out

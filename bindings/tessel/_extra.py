@@ -21,6 +21,7 @@ from ._dtensor_compose import aligned, by_index_pieces, gathered_along
 from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
+from ._subscript import _broadcast_shape
 from ._tensor import (Tensor, _host_numpy, _torch_dtype_name, bernoulli, exponential_, random_, tensor as _tensor,
                       with_zero_gradient, wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
@@ -445,7 +446,7 @@ def _repeat_interleave(x, repeats, dim):
 def masked_select(x, mask):
     if mask.dtype != _dtypes.bool:  # (a uint8 mask was read as indices)
         raise RuntimeError("masked_select: expected BoolTensor for mask")
-    shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    shape = _broadcast_shape(tuple(mask.shape), tuple(x.shape))
     xs = x.expand(*shape) if tuple(x.shape) != shape else x
     m = mask.expand(*shape) if tuple(mask.shape) != shape else mask
     return xs.reshape(-1)[m.reshape(-1)]
