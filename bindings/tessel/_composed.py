@@ -294,26 +294,61 @@ def cummin(x, dim):
 
 
 def mode(x, dim=-1, keepdim=False):
-    """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice)."""
+    """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice); a
+    row holding NaN as torch's CPU kernel reads it (_mode_with_nan)."""
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return return_types.mode(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
+    if x.shape[d] == 0:  # (numpy's reshape error came out)
+        raise IndexError("mode(): Expected reduction dim %d to have non-zero size." % d)
     a = np.moveaxis(_host_numpy(x), d, -1)
     flat = a.reshape(-1, a.shape[-1])
     picks = np.empty(flat.shape[0], dtype=np.int64)
+    floating = np.issubdtype(flat.dtype, np.floating)
     for r, row in enumerate(flat):
+        if floating and np.isnan(row).any():
+            picks[r] = _mode_with_nan(row)
+            continue
         values, counts = np.unique(row, return_counts=True)
         value = values[np.argmax(counts)]  # np.unique sorts: the first of the most frequent is the smallest
-        if np.issubdtype(row.dtype, np.floating) and np.isnan(value):  # NaNs are one value: torch's (nan, first)
-            picks[r] = np.nonzero(np.isnan(row))[0][0]
-        else:
-            picks[r] = np.nonzero(row == value)[0][-1]
+        picks[r] = np.nonzero(row == value)[0][-1]
     idx = picks.reshape(a.shape[:-1] + (1,))
     index = _tensor(np.moveaxis(idx, -1, d))
     values = x.gather(d, index)
     if not keepdim:
         values, index = values.squeeze(d), index.squeeze(d)
     return return_types.mode(values, index)
+
+
+def _mode_with_nan(row):
+    """The index torch's CPU mode picks in a row holding NaN: it sorts (value, index) pairs with `<` (std::sort,
+    an insertion sort up to 16 elements: a NaN, unordered, stays where the sort finds it) and takes the end of the
+    first longest run of == values, so every NaN is a value of its own. Longer rows: a stable sort with NaN last
+    (introsort's order there is not followed)."""
+    n = row.size
+    if n > 16:
+        order = np.argsort(row, kind="stable")
+    else:
+        order = list(range(n))
+        for i in range(1, n):  # libstdc++'s __insertion_sort
+            j = order[i]
+            if row[j] < row[order[0]]:
+                order[1:i + 1] = order[0:i]
+                order[0] = j
+                continue
+            k = i
+            while row[j] < row[order[k - 1]]:
+                order[k] = order[k - 1]
+                k -= 1
+            order[k] = j
+    best, best_count, count = 0, 0, 0
+    for i in range(n):
+        count += 1
+        if i == n - 1 or not row[order[i]] == row[order[i + 1]]:
+            if count > best_count:
+                best, best_count = order[i], count
+            count = 0
+    return best
 
 
 def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
@@ -325,7 +360,10 @@ def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
         if not 0 <= d < a.ndim:
             raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
                              % (-a.ndim, a.ndim - 1, dim))
-        s = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)  # one row per slice along dim
+        if a.size == 0 and a.shape[d]:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        width = builtins.int(np.prod([n for j, n in enumerate(a.shape) if j != d]))  # (-1 fails for 0 slices)
+        s = np.moveaxis(a, d, 0).reshape(a.shape[d], width)  # one row per slice along dim
         starts = np.concatenate([[True], (s[1:] != s[:-1]).any(axis=1)]) if len(s) else np.zeros(0, dtype=bool)
         out = [_tensor(np.compress(starts, a, axis=d)).to(x.dtype)]
         if return_inverse:
