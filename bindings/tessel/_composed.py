@@ -561,17 +561,37 @@ def _resize_(self, *size):
     return _rebound(self, kept.reshape(*shape).clone())
 
 
+def _long_index(index, name):
+    if index.dtype != _dtypes.int64:  # (int32 was taken, a float index raised numpy's errors)
+        raise RuntimeError("%s(): Expected a long tensor for index, but got %s"
+                           % (name, _torch_dtype_name(index.dtype)))
+
+
+def _in_elements(self, index):
+    flat = index.reshape(-1).numpy()
+    n = self.numel()
+    bad = flat[(flat < -n) | (flat >= n)]
+    if bad.size:  # torch's IndexError for take / put_ (put_ wrapped and wrote anyway)
+        raise IndexError("out of range: tried to access index %d on a tensor of %d elements." % (bad[0], n))
+    return flat
+
+
 def take(input, index):
+    _long_index(index, "take")
+    _in_elements(input, index)
     return input.reshape(-1)[index.reshape(-1)].reshape(*index.shape)
 
 
 def _put_(self, index, source, accumulate=False):
-    flat = index.reshape(-1).numpy()
-    n = self.numel()
-    bad = flat[(flat < -n) | (flat >= n)]
-    if bad.size:  # (it wrapped and wrote anyway)
-        raise IndexError("out of range: tried to access index %d on a tensor of %d elements." % (bad[0], n))
-    flat_index = np.unravel_index(index.reshape(-1).numpy() % builtins.max(self.numel(), 1), tuple(self.shape))
+    _long_index(index, "put_")
+    if source.dtype != self.dtype:
+        raise RuntimeError("put_(): self and source expected to have the same dtype, but got self.dtype = %s and "
+                           "source.dtype = %s" % (_torch_dtype_name(self.dtype), _torch_dtype_name(source.dtype)))
+    if source.numel() != index.numel():  # (a one-element source was broadcast to every index)
+        raise IndexError("put_(): Expected source and index to have the same number of elements, but got "
+                         "source.numel() = %d, index.numel() = %d" % (source.numel(), index.numel()))
+    flat = _in_elements(self, index)
+    flat_index = np.unravel_index(flat % builtins.max(self.numel(), 1), tuple(self.shape))
     return self.index_put_(tuple(_tensor(i) for i in flat_index), source.reshape(-1), accumulate)
 
 
@@ -580,6 +600,11 @@ def index_copy(x, dim, index, source):
     if isinstance(index, _C.Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
         index = index.reshape(1)
     d = wrap_dim(dim, x.ndim)
+    if isinstance(index, _C.Tensor):
+        _long_index(index, "index_copy_")
+    if isinstance(source, _C.Tensor) and source.dtype != x.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) %s and "
+                           "(source) %s" % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
     size = x.shape[d] if x.ndim else 1
     values = index.reshape(-1).numpy() if isinstance(index, _C.Tensor) else np.asarray(index).reshape(-1)
     bad = values[(values < 0) | (values >= size)]

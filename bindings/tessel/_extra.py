@@ -485,7 +485,11 @@ def _index_mask(x, dim, index):
     d = wrap_dim(dim, x.dim())
     size = x.shape[d] if x.dim() else 1  # a 0-d x is its own one slice (x.shape[0] raised IndexError)
     hit = np.zeros(size, dtype=bool)
-    hit[np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)] = True
+    values = np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)
+    bad = values[(values < -size) | (values >= size)]
+    if bad.size:  # (numpy's message named an axis)
+        raise IndexError("index %d is out of bounds for dimension %d with size %d" % (bad[0], d, size))
+    hit[values] = True
     if x.dim() == 0:
         return _C._from_numpy(np.array(hit[0]))
     shape = [1] * x.dim()
@@ -496,13 +500,24 @@ def _index_mask(x, dim, index):
 def _index_fill(x, dim, index, value):
     """torch.index_fill: x with the slices at index along dim set to value (differentiable in x, and in a 0-d
     tensor value: the sum of the filled positions' gradients, as torch's; it was read as a number)."""
+    _check_index_fill(index, value)
     if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
         return _C._functional.where(_index_mask(x, dim, index), value.to(x.dtype), x)
     return x.masked_fill(_index_mask(x, dim, index), value)
 
 
 def _index_fill_(x, dim, index, value):
+    _check_index_fill(index, value)
     return x.masked_fill_(_index_mask(x, dim, index), value)
+
+
+def _check_index_fill(index, value):
+    """torch's checks (an int32 index and a one-element 1-D value were taken; masked_fill_ named itself)."""
+    if isinstance(index, Tensor) and index.dtype != _dtypes.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                           "dimension(s)." % value.dim())
 
 
 def _tri_indices(upper):
