@@ -119,7 +119,7 @@ for _name, _fn in _wrap_composed(_special.FUNCTIONS).items():
     globals()[_name] = _fn
     setattr(Tensor, _name, _fn)  # torch has every one as a method too
 from ._tensor import Size, broadcast_shapes, broadcast_tensors, empty_like, is_tensor, normal  # noqa: E402,F401
-from ._tensor import _index_put as index_put  # noqa: E402,F401 (torch.index_put; Tensor.index_put_ in place)
+from ._setitem import _index_put as index_put  # noqa: E402,F401 (torch.index_put; Tensor.index_put_ in place)
 from . import _repr  # noqa: E402 (printing with values, as torch prints)
 Tensor.__repr__ = Tensor.__str__ = _repr.tensor_repr
 Tensor.__format__ = _repr.tensor_format
@@ -340,7 +340,24 @@ def where(condition, input=None, other=None):
             dtype = result_type(input, other)
         input, other = [(v if v.dtype == dtype else v.to(dtype)) if isinstance(v, Tensor)
                         else _C._full([], _builtins.float(v), dtype) for v in (input, other)]
-    return _C._functional.where(condition, input, other)
+    try:
+        return _C._functional.where(condition, input, other)
+    except _C.InvalidArgumentError:
+        if not isinstance(condition, Tensor) or condition.dtype == _dtypes.bool:
+            raise
+    if condition.dtype != _dtypes.uint8:
+        from ._subscript import _torch_dtype_name
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype %s"
+                           % _torch_dtype_name(condition.dtype))
+    if not _warned_uint8_where:  # torch warns once per process
+        _warned_uint8_where.append(True)
+        import warnings
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                      "future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=2)
+    return _C._functional.where(condition.to(_dtypes.bool), input, other)
+
+
+_warned_uint8_where = []
 
 
 @_float32_under_autocast  # (torch's CPU autocast float32 list)

@@ -739,9 +739,9 @@ def _gather(self, dim, index, *, sparse_grad=False):
         return out
     idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
     if idx.dtype.kind not in "iu":
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if idx.ndim != self.ndim:
-        raise RuntimeError("gather: index tensor must have the same number of dimensions as input tensor")
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     for d in range(self.ndim):  # torch: the index may be no longer than self in the other dims
         if d != dim and idx.shape[d] > self.shape[d]:
             raise RuntimeError("Size does not match at dimension %d expected index %s to be no larger than self %s "
@@ -749,7 +749,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
     size = self.shape[dim] if self.ndim else 1
     if idx.size and (idx.min() < 0 or idx.max() >= size):  # no wrap-around, as torch
         bad = idx[(idx < 0) | (idx >= size)].reshape(-1)[0]
-        raise RuntimeError("gather: index %d is out of bounds for dimension %d with size %d" % (bad, dim, size))
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d" % (bad, dim, size))
     if self.ndim == 0:  # torch: a 0-d tensor gathers its own only element
         return self.clone()
     grids = list(np.indices(idx.shape, sparse=True))

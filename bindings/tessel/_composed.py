@@ -22,6 +22,7 @@ from ._dtensor_compose import aligned
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
                      maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
+from ._subscript import _broadcast_shape, _torch_dtype_name
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 from ._autocast_policy import widest_under_autocast as _widest_under_autocast
@@ -293,26 +294,61 @@ def cummin(x, dim):
 
 
 def mode(x, dim=-1, keepdim=False):
-    """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice)."""
+    """The smallest most frequent value along dim and the last index where it occurs (torch's CPU choice); a
+    row holding NaN as torch's CPU kernel reads it (_mode_with_nan)."""
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return return_types.mode(x.clone(), _tensor(np.zeros((), dtype=np.int64)))
+    if x.shape[d] == 0:  # (numpy's reshape error came out)
+        raise IndexError("mode(): Expected reduction dim %d to have non-zero size." % d)
     a = np.moveaxis(_host_numpy(x), d, -1)
     flat = a.reshape(-1, a.shape[-1])
     picks = np.empty(flat.shape[0], dtype=np.int64)
+    floating = np.issubdtype(flat.dtype, np.floating)
     for r, row in enumerate(flat):
+        if floating and np.isnan(row).any():
+            picks[r] = _mode_with_nan(row)
+            continue
         values, counts = np.unique(row, return_counts=True)
         value = values[np.argmax(counts)]  # np.unique sorts: the first of the most frequent is the smallest
-        if np.issubdtype(row.dtype, np.floating) and np.isnan(value):  # NaNs are one value: torch's (nan, first)
-            picks[r] = np.nonzero(np.isnan(row))[0][0]
-        else:
-            picks[r] = np.nonzero(row == value)[0][-1]
+        picks[r] = np.nonzero(row == value)[0][-1]
     idx = picks.reshape(a.shape[:-1] + (1,))
     index = _tensor(np.moveaxis(idx, -1, d))
     values = x.gather(d, index)
     if not keepdim:
         values, index = values.squeeze(d), index.squeeze(d)
     return return_types.mode(values, index)
+
+
+def _mode_with_nan(row):
+    """The index torch's CPU mode picks in a row holding NaN: it sorts (value, index) pairs with `<` (std::sort,
+    an insertion sort up to 16 elements: a NaN, unordered, stays where the sort finds it) and takes the end of the
+    first longest run of == values, so every NaN is a value of its own. Longer rows: a stable sort with NaN last
+    (introsort's order there is not followed)."""
+    n = row.size
+    if n > 16:
+        order = np.argsort(row, kind="stable")
+    else:
+        order = list(range(n))
+        for i in range(1, n):  # libstdc++'s __insertion_sort
+            j = order[i]
+            if row[j] < row[order[0]]:
+                order[1:i + 1] = order[0:i]
+                order[0] = j
+                continue
+            k = i
+            while row[j] < row[order[k - 1]]:
+                order[k] = order[k - 1]
+                k -= 1
+            order[k] = j
+    best, best_count, count = 0, 0, 0
+    for i in range(n):
+        count += 1
+        if i == n - 1 or not row[order[i]] == row[order[i + 1]]:
+            if count > best_count:
+                best, best_count = order[i], count
+            count = 0
+    return best
 
 
 def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
@@ -324,7 +360,10 @@ def unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
         if not 0 <= d < a.ndim:
             raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
                              % (-a.ndim, a.ndim - 1, dim))
-        s = np.moveaxis(a, d, 0).reshape(a.shape[d], -1)  # one row per slice along dim
+        if a.size == 0 and a.shape[d]:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        width = builtins.int(np.prod([n for j, n in enumerate(a.shape) if j != d]))  # (-1 fails for 0 slices)
+        s = np.moveaxis(a, d, 0).reshape(a.shape[d], width)  # one row per slice along dim
         starts = np.concatenate([[True], (s[1:] != s[:-1]).any(axis=1)]) if len(s) else np.zeros(0, dtype=bool)
         out = [_tensor(np.compress(starts, a, axis=d)).to(x.dtype)]
         if return_inverse:
@@ -522,17 +561,37 @@ def _resize_(self, *size):
     return _rebound(self, kept.reshape(*shape).clone())
 
 
+def _long_index(index, name):
+    if index.dtype != _dtypes.int64:  # (int32 was taken, a float index raised numpy's errors)
+        raise RuntimeError("%s(): Expected a long tensor for index, but got %s"
+                           % (name, _torch_dtype_name(index.dtype)))
+
+
+def _in_elements(self, index):
+    flat = index.reshape(-1).numpy()
+    n = self.numel()
+    bad = flat[(flat < -n) | (flat >= n)]
+    if bad.size:  # torch's IndexError for take / put_ (put_ wrapped and wrote anyway)
+        raise IndexError("out of range: tried to access index %d on a tensor of %d elements." % (bad[0], n))
+    return flat
+
+
 def take(input, index):
+    _long_index(index, "take")
+    _in_elements(input, index)
     return input.reshape(-1)[index.reshape(-1)].reshape(*index.shape)
 
 
 def _put_(self, index, source, accumulate=False):
-    flat = index.reshape(-1).numpy()
-    n = self.numel()
-    bad = flat[(flat < -n) | (flat >= n)]
-    if bad.size:  # (it wrapped and wrote anyway)
-        raise IndexError("out of range: tried to access index %d on a tensor of %d elements." % (bad[0], n))
-    flat_index = np.unravel_index(index.reshape(-1).numpy() % builtins.max(self.numel(), 1), tuple(self.shape))
+    _long_index(index, "put_")
+    if source.dtype != self.dtype:
+        raise RuntimeError("put_(): self and source expected to have the same dtype, but got self.dtype = %s and "
+                           "source.dtype = %s" % (_torch_dtype_name(self.dtype), _torch_dtype_name(source.dtype)))
+    if source.numel() != index.numel():  # (a one-element source was broadcast to every index)
+        raise IndexError("put_(): Expected source and index to have the same number of elements, but got "
+                         "source.numel() = %d, index.numel() = %d" % (source.numel(), index.numel()))
+    flat = _in_elements(self, index)
+    flat_index = np.unravel_index(flat % builtins.max(self.numel(), 1), tuple(self.shape))
     return self.index_put_(tuple(_tensor(i) for i in flat_index), source.reshape(-1), accumulate)
 
 
@@ -541,6 +600,11 @@ def index_copy(x, dim, index, source):
     if isinstance(index, _C.Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
         index = index.reshape(1)
     d = wrap_dim(dim, x.ndim)
+    if isinstance(index, _C.Tensor):
+        _long_index(index, "index_copy_")
+    if isinstance(source, _C.Tensor) and source.dtype != x.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) %s and "
+                           "(source) %s" % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
     size = x.shape[d] if x.ndim else 1
     values = index.reshape(-1).numpy() if isinstance(index, _C.Tensor) else np.asarray(index).reshape(-1)
     bad = values[(values < 0) | (values >= size)]
@@ -553,10 +617,17 @@ def index_copy(x, dim, index, source):
 
 
 def masked_scatter(x, mask, source):
-    """x with the True positions of mask (broadcast to x) filled from source's elements in row-major order."""
-    m = mask.expand(*x.shape).numpy() if tuple(mask.shape) != tuple(x.shape) else mask.numpy()
+    """x with the True positions of mask filled from source's elements in row-major order; x and mask broadcast
+    together (the result takes the broadcast shape, as torch's out-of-place masked_scatter)."""
+    if source.dtype != x.dtype:
+        raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got%s and %s"
+                           % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
+    shape = _broadcast_shape(tuple(mask.shape), tuple(x.shape))
+    m = mask.expand(*shape).numpy() if tuple(mask.shape) != shape else mask.numpy()
     count = builtins.int(m.sum())
-    out = x.clone()
+    if count > source.numel():  # (it reported setitem's shape mismatch)
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = x.expand(*shape).contiguous() if tuple(x.shape) != shape else x.clone()
     if count:
         out[_tensor(m)] = source.reshape(-1)[:count]
     return out

@@ -21,6 +21,7 @@ from ._dtensor_compose import aligned, by_index_pieces, gathered_along
 from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
+from ._subscript import _broadcast_shape
 from ._tensor import (Tensor, _host_numpy, _torch_dtype_name, bernoulli, exponential_, random_, tensor as _tensor,
                       with_zero_gradient, wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
@@ -325,6 +326,13 @@ def _out_of_range(index, size):
     return builtins.int(bad[0]) if bad.size else None
 
 
+def check_index_dtype(index, name):
+    """torch's check of an index_add_ / index_reduce_ index: int32 or int64 (a float one was truncated)."""
+    if isinstance(index, Tensor) and index.dtype != _dtypes.int64 and index.dtype != _dtypes.int32:
+        raise RuntimeError("%s(): Expected dtype int32/int64 for index but got: %s"
+                           % (name, _torch_dtype_name(index.dtype)))
+
+
 def index_select(x, dim, index):
     if x.ndim == 0:  # torch: a 0-d tensor is its own only element (index 0 or -1's errors below)
         wrap_dim(dim, 1)
@@ -438,7 +446,7 @@ def _repeat_interleave(x, repeats, dim):
 def masked_select(x, mask):
     if mask.dtype != _dtypes.bool:  # (a uint8 mask was read as indices)
         raise RuntimeError("masked_select: expected BoolTensor for mask")
-    shape = np.broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    shape = _broadcast_shape(tuple(mask.shape), tuple(x.shape))
     xs = x.expand(*shape) if tuple(x.shape) != shape else x
     m = mask.expand(*shape) if tuple(mask.shape) != shape else mask
     return xs.reshape(-1)[m.reshape(-1)]
@@ -477,7 +485,11 @@ def _index_mask(x, dim, index):
     d = wrap_dim(dim, x.dim())
     size = x.shape[d] if x.dim() else 1  # a 0-d x is its own one slice (x.shape[0] raised IndexError)
     hit = np.zeros(size, dtype=bool)
-    hit[np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)] = True
+    values = np.asarray(index.detach().numpy() if isinstance(index, Tensor) else index).reshape(-1)
+    bad = values[(values < -size) | (values >= size)]
+    if bad.size:  # (numpy's message named an axis)
+        raise IndexError("index %d is out of bounds for dimension %d with size %d" % (bad[0], d, size))
+    hit[values] = True
     if x.dim() == 0:
         return _C._from_numpy(np.array(hit[0]))
     shape = [1] * x.dim()
@@ -488,13 +500,24 @@ def _index_mask(x, dim, index):
 def _index_fill(x, dim, index, value):
     """torch.index_fill: x with the slices at index along dim set to value (differentiable in x, and in a 0-d
     tensor value: the sum of the filled positions' gradients, as torch's; it was read as a number)."""
+    _check_index_fill(index, value)
     if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
         return _C._functional.where(_index_mask(x, dim, index), value.to(x.dtype), x)
     return x.masked_fill(_index_mask(x, dim, index), value)
 
 
 def _index_fill_(x, dim, index, value):
+    _check_index_fill(index, value)
     return x.masked_fill_(_index_mask(x, dim, index), value)
+
+
+def _check_index_fill(index, value):
+    """torch's checks (an int32 index and a one-element 1-D value were taken; masked_fill_ named itself)."""
+    if isinstance(index, Tensor) and index.dtype != _dtypes.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                           "dimension(s)." % value.dim())
 
 
 def _tri_indices(upper):
@@ -567,24 +590,32 @@ def index_add(x, dim, index, source, *, alpha=1):
     if source.dtype != x.dtype:
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
                            % (_torch_dtype_name(x.dtype), _torch_dtype_name(source.dtype)))
+    d = wrap_dim(dim, x.ndim)  # first: source.shape[dim] raised "tuple index out of range"
+    check_index_dtype(index, "index_add_")
     if isinstance(index, Tensor) and index.ndim == 0:  # a 0-d index is one index, as torch's
         index = index.reshape(1)
     if index.ndim != 1 or (source.ndim and index.shape[0] != source.shape[dim]):
         raise IndexError("index_add_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (index.numel(), source.shape[dim] if source.ndim else 1))
-    d = wrap_dim(dim, x.ndim)
     bad = _out_of_range(index, x.shape[d] if x.ndim else 1)
-    if bad is not None:  # (a negative index added into the row from the end)
-        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
-                           % (bad, d, x.shape[d] if x.ndim else 1))
+    if bad is not None and x.ndim == 2:  # (a negative index added into the row from the end)
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d" % (bad, d, x.shape[d]))
+    if bad is not None:  # torch's error differs by rank: its CPU kernel has a separate 2-D loop
+        raise IndexError("index out of range in self")
+    if not x.dtype.is_floating_point:
+        alpha = builtins.int(alpha)  # torch converts alpha to self's integer type (2.5 adds twice the source)
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
-    from ._tensor import index_add_rows
+    from ._setitem import ROUNDED_PER_ADD, index_add_rows, rounded_in_order
     width = 1
     for size in moved.shape[1:]:
         width *= size  # not reshape(n, -1): no -1 for n = 0 (an expert that got no tokens)
     rows = index_add_rows(moved.reshape(moved.shape[0], width), index.long(), target.shape[0])
     rows = rows.reshape(*target.shape)
+    if x.dtype.value in ROUNDED_PER_ADD and not x.is_distributed and moved.numel():
+        positions = (index.long().numpy().reshape(-1, 1) * width + np.arange(width)).reshape(-1)
+        out = rounded_in_order(target + (rows * alpha if alpha != 1 else rows), target, positions, moved, alpha)
+        return out.movedim(0, d) if x.ndim > 1 else out.reshape(*x.shape)
     rows = rows.movedim(0, d) if x.ndim > 1 else rows.reshape(*x.shape)
     return x + (rows * alpha if alpha != 1 else rows)
 
@@ -632,7 +663,13 @@ def one_hot(x, num_classes=-1):
 
 
 def nonzero(x, *, as_tuple=False):
-    idx = np.nonzero(_host(x, "nonzero"))
+    """torch.nonzero: the indices of x's nonzero elements (no gradient, as torch's: an x that requires grad is
+    read as its values); a 0-d x has one [1, 0] row or none (numpy read it as 1-D, with a DeprecationWarning)."""
+    a = _host_numpy(x)
+    if a.ndim == 0:
+        hit = np.flatnonzero(a.reshape(1)).astype(np.int64)
+        return (_tensor(hit),) if as_tuple else _tensor(np.zeros((hit.size, 0), np.int64))
+    idx = np.nonzero(a)
     if as_tuple:
         return tuple(_tensor(i.astype(np.int64)) for i in idx)
     return _tensor(np.stack(idx, 1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))

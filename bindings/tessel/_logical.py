@@ -314,15 +314,24 @@ _masked_fill_cpp, _split_cpp, _chunk_cpp = Tensor.masked_fill, Tensor.split, Ten
 def masked_fill(x, mask, value):
     """Tensor.masked_fill; a 0-d tensor value that requires grad gets the gradient of the filled places (a
     where), as torch's (it was read as a number: no gradient)."""
-    if isinstance(value, Tensor) and value.requires_grad and _C.is_grad_enabled():
-        if value.dim() != 0:
+    if isinstance(value, Tensor):
+        if value.dim() != 0:  # (a one-element value was read as its number)
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
                                "dimension(s)." % value.dim())
-        if mask.dtype != _dtypes.bool:
-            raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
-                               % _dtypes.c_type_name(mask.dtype))
-        return _C._functional.where(mask, value.to(x.dtype), x)
-    return _masked_fill_cpp(x, mask, value)
+        if value.requires_grad and _C.is_grad_enabled():
+            _check_bool_mask(mask)
+            return _C._functional.where(mask, value.to(x.dtype), x)
+    try:
+        return _masked_fill_cpp(x, mask, value)
+    except _C.InvalidArgumentError:
+        _check_bool_mask(mask)  # torch's error for that mistake; the others as raised
+        raise
+
+
+def _check_bool_mask(mask):
+    if isinstance(mask, Tensor) and mask.dtype != _dtypes.bool:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype %s"
+                           % _dtypes.c_type_name(mask.dtype)) from None
 
 
 def split(x, *args, **kwargs):  # (split_size, dim=0), torch's keywords included

@@ -698,11 +698,18 @@ def diagflat(input, offset=0):
 
 def take_along_dim(input, indices, dim=None):
     """torch.take_along_dim: gather along dim with input and indices broadcast against each other elsewhere;
-    dim=None indexes the flattened input."""
+    dim=None indexes the flattened input; along a dim an index wraps around it (torch's index % size: -1 is the
+    last, 3 of 3 the first)."""
+    if indices.dtype != _dtypes.int64:
+        from ._subscript import _torch_dtype_name
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got %s"
+                           % _torch_dtype_name(indices.dtype))
     if dim is None:
         return input.reshape(-1).gather(0, indices.reshape(-1))
     from ._tensor import wrap_dim
     dim = wrap_dim(dim, input.dim())
+    if input.dim() and input.shape[dim]:
+        indices = indices % input.shape[dim]
     if input.dim() != indices.dim():
         raise RuntimeError("torch.take_along_dim(): input and indices should have the same number of dimensions, "
                            "but got %d dimensions for input, and %d dimensions for indices"

@@ -7,7 +7,7 @@ import math
 
 from . import _C, _dtypes, return_types
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, lerp as _lerp
-from ._tensor import zero_dim_as_vector
+from ._tensor import wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 
 _MEDIAN = return_types.median
@@ -82,9 +82,12 @@ def median(x, dim=None, keepdim=False):
 
 def kthvalue(x, k, dim=-1, keepdim=False):
     """torch.kthvalue: the k-th smallest (1-based) along dim, (values, indices)."""
-    n = x.shape[dim] if x.dim() else 1
+    d = wrap_dim(dim, x.dim())  # (x.shape[dim] raised "tuple index out of range")
+    n = x.shape[d] if x.dim() else 1
+    if n == 0:
+        raise IndexError("kthvalue(): Expected reduction dim %d to have non-zero size." % d)
     if not 1 <= k <= n:
-        raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % dim)
+        raise RuntimeError("kthvalue(): selected number k out of range for dimension %d" % d)
     return _kth_along(x, k - 1, dim, keepdim, _KTHVALUE)
 
 

@@ -3,6 +3,7 @@ index_add over the flattened input, so they are differentiable in input and src;
 concept. Importing this module registers them in _extra's TORCH_FUNCTIONS / TENSOR_METHODS.
 """
 import builtins
+import warnings
 
 import numpy as np
 
@@ -17,8 +18,8 @@ def _scatter_plan(x, dim, index, src_shape, name):
     """(dim, target positions in x.reshape(-1), source positions in src.reshape(-1)) for every element of
     index, with torch's shape and bounds checks."""
     idx = _host(index, name) if isinstance(index, Tensor) else np.asarray(index)
-    if idx.dtype.kind not in "iu":
-        raise RuntimeError("%s(): Expected dtype int64 for index" % name)
+    if idx.dtype.kind not in "iu":  # torch names scatter() for the three
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
     nd = builtins.max(x.ndim, 1)
     if not -nd <= dim < nd:
         raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
@@ -27,8 +28,8 @@ def _scatter_plan(x, dim, index, src_shape, name):
     xs = tuple(x.shape) or (1,)
     idx = idx.reshape(idx.shape or (1,))
     if idx.ndim != len(xs) or (src_shape is not None and len(src_shape or (1,)) != idx.ndim):
-        raise RuntimeError("%s(): Index tensor must have the same number of dimensions as %s tensor"
-                           % (name, "self" if src_shape is None or idx.ndim == len(src_shape or (1,)) else "src"))
+        raise RuntimeError("Index tensor must have the same number of dimensions as %s tensor"
+                           % ("self" if idx.ndim != len(xs) else "src"))
     ss = tuple(src_shape or (1,)) if src_shape is not None else None
     for d in range(idx.ndim):
         if (d != dim and idx.shape[d] > xs[d]) or (ss is not None and idx.shape[d] > ss[d]):
@@ -37,7 +38,7 @@ def _scatter_plan(x, dim, index, src_shape, name):
                                   "" if ss is None else " and to be smaller size than src %s" % list(ss)))
     if idx.size and (idx.min() < 0 or idx.max() >= xs[dim]):  # torch wraps no index, negative ones included
         bad = idx[(idx < 0) | (idx >= xs[dim])].reshape(-1)[0]
-        raise RuntimeError("%s(): index %d is out of bounds for dimension %d with size %d" % (name, bad, dim, xs[dim]))
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d" % (bad, dim, xs[dim]))
     if idx.size == 0:
         return dim, np.zeros(0, np.int64), np.zeros(0, np.int64)
     grids = [np.broadcast_to(g, idx.shape) for g in np.indices(idx.shape, sparse=True)]
@@ -145,6 +146,9 @@ def _touched(target, numel):
     return _tensor(mask)
 
 
+_warned_reduce = []
+
+
 def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """torch.scatter: a copy of input with out[index[i][j]][j] = src[i][j] (dim 0, and so on) or = value;
     reduce='add' / 'multiply' combine instead (torch's deprecated form of scatter_reduce). Differentiable in
@@ -158,6 +162,11 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
             raise RuntimeError("reduce argument must be either add or multiply, got %s" % reduce)
         if not isinstance(src, Tensor):
             src = _C._full(list(index.shape), float(src), input.dtype)
+        elif not _warned_reduce:  # torch warns once per process, for a tensor src only
+            _warned_reduce.append(True)
+            warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and will be removed in a "
+                          "future PyTorch release. Use torch.scatter_reduce instead for more reduction options.",
+                          UserWarning, stacklevel=2)
         return scatter_reduce(input, dim, index, src, "sum" if reduce == "add" else "prod")
     _check_src_dtype(input, src, "scatter")
     shape = tuple(src.shape) if isinstance(src, Tensor) else None

@@ -33,6 +33,45 @@ def _as_plain(i):
     return list(i) if isinstance(i, (range, tuple)) else i  # a tuple inside a subscript is an index list
 
 
+def _index_array(i):
+    """An advanced index entry as a numpy array: a tensor's or array's values; a list (or range) as torch reads
+    one, a long index unless it holds only bools, its floats truncated (x[[0., 1.]] is x[[0, 1]]) and [] no rows
+    (numpy reads both as float64)."""
+    if isinstance(i, Tensor):
+        return i.numpy()
+    arr = np.asarray(i)
+    if not isinstance(i, np.ndarray) and arr.dtype != np.bool_ and arr.dtype.kind != "i":
+        arr = arr.astype(np.int64)
+    return arr
+
+
+def _mask_mismatch(mask_shape, shape, at):
+    """torch's IndexError for a boolean mask over the dims of `shape` (the tensor after the basic entries) from
+    `at` on, or None where every mask dim matches."""
+    if at + len(mask_shape) > len(shape):
+        return IndexError("too many indices for tensor of dimension %d" % len(shape))
+    for j, size in enumerate(mask_shape):
+        if shape[at + j] != size:
+            return IndexError("The shape of the mask %s at index %d does not match the shape of the indexed tensor %s "
+                              "at index %d" % (list(mask_shape), j, list(shape), at + j))
+    return None
+
+
+def _broadcast_shape(a, b):
+    """Shapes a and b broadcast together (a mask's and the tensor's), or torch's RuntimeError for the first dim,
+    from the last, where they differ (numpy's ValueError said it another way)."""
+    n = builtins.max(len(a), len(b))
+    out = []
+    for i in range(n - 1, -1, -1):
+        da = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
+        db = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
+        if da != db and da != 1 and db != 1:
+            raise RuntimeError("The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
+                               "dimension %d" % (da, db, i))
+        out.append(db if da == 1 else da)
+    return tuple(out[::-1])
+
+
 def _is_zero_d_bool(i):
     return isinstance(i, builtins.bool) or (isinstance(i, Tensor) and i.ndim == 0 and i.dtype == _dtypes.bool) or \
         (isinstance(i, np.ndarray) and i.ndim == 0 and i.dtype == np.bool_)

@@ -23,7 +23,7 @@ from ._host_random import exponential_values, host_int64, host_ints  # noqa: F40
 from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
                             _on_pieces, _random_like)
 from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
-from ._subscript import (_as_plain, _check_index_put_dtype, _is_advanced, _is_zero_d_bool,  # noqa: F401
+from ._subscript import (_as_plain, _index_array, _is_advanced, _is_zero_d_bool, _mask_mismatch,  # noqa: F401
                          _torch_dtype_name, _torch_key)
 
 Tensor = _C.Tensor
@@ -362,16 +362,14 @@ def _gather_rows(self, rows):
 def _advanced_index(self, idx):
     """torch's advanced indexing with one index along dim 0: an integer tensor / array / list (gather),
     or a boolean mask over the leading dims (the selected rows, in order)."""
-    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
-    if arr.size == 0 and not isinstance(idx, Tensor):
-        arr = arr.astype(np.int64)  # x[[]]: no rows (numpy reads [] as float64)
+    arr = _index_array(idx)
     if self.ndim == 0:
-        raise IndexError("too many indices for a 0-d tensor")
+        raise IndexError("too many indices for tensor of dimension 0")
     if arr.dtype == np.bool_:
         k = arr.ndim
-        if tuple(arr.shape) != tuple(self.shape[:k]):
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (tuple(arr.shape), tuple(self.shape)))
+        mismatch = _mask_mismatch(arr.shape, self.shape, 0)
+        if mismatch is not None:
+            raise mismatch
         lead = 1
         for size in self.shape[:k]:
             lead *= size
@@ -412,32 +410,34 @@ def _tuple_with_advanced_index(self, idx):
     integer indices, its nonzero positions) broadcast together and pick elements through one gather
     (with a gradient); their broadcast dims replace the indexed dims where those were adjacent, else
     they come first. x[:, idx], x[rows, cols] (logits[arange(N), targets]) and x[mask2d] all go here."""
-    entries, mask_sizes = [], []  # ("adv", int array) or ("basic", entry); a mask entry's expected dim size
+    # ("adv", int array, the view's entry for its dim) or ("basic", entry, None); masks: (first entry, shape)
+    entries, masks = [], []
     for i in idx:
-        if not _is_advanced(i):
-            entries.append(("basic", i))
+        if _is_zero_d_bool(i):  # torch: a new dim of size 1 indexed by [0] (True) or [] (False), an index too
+            keep = i if isinstance(i, builtins.bool) else builtins.bool(i.item())
+            entries.append(("adv", np.arange(1 if keep else 0, dtype=np.int64), None))
             continue
-        arr = i.numpy() if isinstance(i, Tensor) else np.asarray(i)
-        if arr.size == 0 and not isinstance(i, Tensor) and arr.dtype != np.bool_:
-            arr = arr.astype(np.int64)
+        if not _is_advanced(i):
+            entries.append(("basic", i, None))
+            continue
+        arr = _index_array(i)
         if arr.dtype == np.bool_:
-            for j, positions in enumerate(np.nonzero(arr)):
-                entries.append(("adv", positions))
-                mask_sizes.append((len(entries) - 1, arr.shape[j], tuple(arr.shape)))
+            masks.append((len(entries), arr.shape))
+            entries.extend(("adv", positions, builtins.slice(None)) for positions in np.nonzero(arr))
         elif arr.dtype in (np.int64, np.int32):
-            entries.append(("adv", arr.astype(np.int64)))
+            entries.append(("adv", arr.astype(np.int64), builtins.slice(None)))
         else:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    view = _getitem(self, tuple(builtins.slice(None) if k == "adv" else v for k, v in entries))
+    basic = [v if k == "basic" else placeholder for k, v, placeholder in entries]
+    view = _getitem(self, tuple(basic))
     # The view's dim each index entry indexes (an index entry keeps its dim in the view, as a slice).
-    dims = _result_dims([builtins.slice(None) if k == "adv" else v for k, v in entries], self.ndim)
-    positions = [d for d, (k, _) in zip(dims, entries) if k == "adv"]
-    adv = [v for k, v in entries if k == "adv"]
-    for e, size, shape in mask_sizes:
-        p = positions[[j for j, (k, _) in enumerate(entries) if k == "adv"].index(e)]
-        if view.shape[p] != size:
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (shape, tuple(view.shape)))
+    dims = _result_dims(basic, self.ndim)
+    positions = [d for d, (k, _, _) in zip(dims, entries) if k == "adv"]
+    adv = [v for k, v, _ in entries if k == "adv"]
+    for first, shape in masks:
+        mismatch = _mask_mismatch(shape, view.shape, dims[first])
+        if mismatch is not None:
+            raise mismatch
     try:
         adv = np.broadcast_arrays(*adv)
     except ValueError:
@@ -484,10 +484,10 @@ def _getitem(self, idx):
         return _advanced_index(self, idx)
     if isinstance(idx, tuple):
         idx = tuple(_as_plain(i) for i in idx)
+        if builtins.any(_is_advanced(i) and not _is_zero_d_bool(i) for i in idx):
+            return _tuple_with_advanced_index(self, idx)
         if builtins.any(_is_zero_d_bool(i) for i in idx):
             return _zero_d_bool_index(self, idx)
-        if builtins.any(_is_advanced(i) for i in idx):
-            return _tuple_with_advanced_index(self, idx)
     entries = _index_list(self, idx)
     named = builtins.sum(1 for i in entries if i is not None)
     if named > self.ndim:  # torch's IndexErrors (this raised "tuple index out of range")
@@ -505,7 +505,7 @@ def _getitem(self, idx):
             size = out.shape[dim]
             start, stop, step = i.indices(size)
             if step <= 0:
-                raise ValueError("tessel.Tensor: slice step must be positive, got %d" % step)
+                raise ValueError("step must be greater than zero")
             out = out._slice(dim, start, builtins.max(stop, start), step)
             dim += 1
         elif isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool):
@@ -514,8 +514,11 @@ def _getitem(self, idx):
                 raise IndexError("index %d is out of bounds for dimension %d with size %d" % (i, source_dim, size))
             out = out.select(dim, builtins.int(i) % size)
             source_dim += 1
+        elif isinstance(i, str):  # torch reads a string as data for an index tensor
+            raise TypeError("new(): invalid data type 'str'")
         else:
-            raise TypeError("tessel.Tensor indices must be int, slice, None or ..., got %s" % type(i).__name__)
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+                             "indices (got %s)" % type(i).__name__)
     return out
 
 
@@ -576,257 +579,6 @@ def _tolist(self):  # t.tolist() (bfloat16 too, as torch's Python floats)
 
 Tensor.tolist = _tolist
 Tensor.type_as = lambda self, other: self.to(other.dtype)
-
-
-def _rows_of(self, idx):
-    """(k, positions): the index along the first k dims as flat row positions (an int index: k = 1)."""
-    arr = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
-    if arr.size == 0 and not isinstance(idx, Tensor):
-        arr = arr.astype(np.int64)
-    if arr.dtype == np.bool_:
-        if tuple(arr.shape) != tuple(self.shape[:arr.ndim]):
-            raise IndexError("the shape of the mask %s does not match the shape of the indexed tensor %s"
-                             % (tuple(arr.shape), tuple(self.shape)))
-        return arr.ndim, np.flatnonzero(arr.reshape(-1))
-    if arr.dtype not in (np.int64, np.int32):  # (int8 / int16 were taken; torch refuses them)
-        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    n = self.shape[0]
-    rows = arr.reshape(-1).astype(np.int64)
-    if rows.size and (rows.min() < -n or rows.max() >= n):
-        raise IndexError("index %d is out of bounds for dimension 0 with size %d"
-                         % (rows[(rows < -n) | (rows >= n)][0], n))
-    return 1, np.where(rows < 0, rows + n, rows)
-
-
-def _advanced_setitem(self, idx, value):
-    """t[int_tensor] = v, t[mask] = v: a scalar through one masked_fill of the rows; a tensor row by row."""
-    k, rows = _rows_of(self, idx)
-    lead = self.shape[:k]
-    count = 1
-    for d in lead:
-        count *= d
-    if not isinstance(value, Tensor):
-        mask = np.zeros(count, dtype=np.bool_)
-        mask[rows] = True
-        m = _C._from_numpy(mask.reshape(tuple(lead) + (1,) * (self.ndim - k))).expand(*self.shape)
-        self.copy_(self.masked_fill(m, builtins.float(value)))
-        return
-    flat = self if k == 1 else self.view(count, *self.shape[k:])  # a view: writes land in self
-    result_shape = (builtins.int(rows.size),) + tuple(self.shape[k:])  # the indexing result's
-    try:
-        fits = np.broadcast_shapes(tuple(value.shape), result_shape) == result_shape
-    except ValueError:
-        fits = False
-    if not fits:  # torch's check (a value of the right size but another shape was written flattened)
-        raise RuntimeError("shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape "
-                           "%s" % (list(value.shape), list(result_shape)))
-    rows_value = value.expand(*result_shape)  # (a value that broadcasts to the whole result, [1, 4] or [2, 1])
-    for j, r in enumerate(rows.tolist()):
-        flat.select(0, r).copy_(rows_value.select(0, j))
-
-
-def _recorded_setitem(self, idx, value):
-    """t[idx] = value where autograd must see it (a value that requires grad, or t itself a result that does),
-    recorded as torch records it (tessel/_inplace.py). Basic subscripts (ints, slices, None, ...) write through
-    the view t[idx], so t's grad_fn becomes CopySlices; advanced ones write where(written positions, value placed
-    by an index-add, t) into t. torch's `outputs = zeros(T, B, V); outputs[t] = step_output` loop is the common
-    case."""
-    from . import _inplace
-    if not self.dtype.is_floating_point:
-        raise RuntimeError("t[...] = value with a value that requires grad into a %s tensor: autograd records "
-                           "floating-point tensors only" % self.dtype)
-    plain = tuple(_as_plain(i) for i in idx) if isinstance(idx, tuple) else _as_plain(idx)
-    if not builtins.any(_is_advanced(i) for i in (plain if isinstance(plain, tuple) else (plain,))):
-        return _write_view(_getitem(self, plain), value)  # copy_ / fill_ record the write (tessel/_inplace.py)
-    _inplace.record(self, "t[...] = value", lambda x: _written(x, plain, value))
-
-
-def _positions(self, idx):
-    """The flat (row-major) positions self[idx] selects, laid out as the result: numpy's indexing of an arange,
-    whose basic and advanced rules are torch's."""
-    host = lambda i: i.numpy() if isinstance(i, Tensor) else i  # noqa: E731
-    return np.arange(self.numel(), dtype=np.int64).reshape(tuple(self.shape))[
-        tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)]
-
-
-def index_add_rows(rows, index, num_rows):
-    """_C._functional._index_add_rows (rows [n, ...] summed into num_rows rows at index) for any dtype:
-    floating rows in C++ (differentiable); integer and bool rows on the host with numpy's add.at (exact; such
-    tensors carry no gradient). The C++ kernel takes floating rows only, so integer index_put_ / index_add /
-    x[idx] = int_tensor raised "embedding_backward: expected a floating dtype"."""
-    if rows.dtype.is_floating_point:
-        return _C._functional._index_add_rows(rows, index, num_rows)
-    r = rows.numpy()
-    out = np.zeros((builtins.int(num_rows),) + r.shape[1:], dtype=r.dtype)
-    np.add.at(out, index.numpy(), r)
-    return _C._from_numpy(out)
-
-
-def _every_writer_gradient(placed, rows, positions, numel):
-    """placed's values (each position's last write) with torch's gradient for repeated writes: every element
-    written to a position gets that position's gradient, the overwritten ones too (torch's backward gathers the
-    output gradient at each index; only the last write's element got it)."""
-    every = index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(), tensor(positions), numel)
-    return placed.detach() + (every - every.detach())
-
-
-def _written(self, idx, value):
-    """self with value written at self[idx], out of place: where(written positions, value placed by an
-    index-add, self). The positions are numpy's for the same subscript (its basic and advanced indexing lay
-    results out as torch's); a position listed twice takes the last value, as numpy's and torch's CPU writes."""
-    numel = self.numel()
-    positions = _positions(self, idx)
-    value = value if isinstance(value, Tensor) else _C._full([], builtins.float(value), self.dtype)
-    rows = value.to(self.dtype).expand(*positions.shape).reshape(-1, 1)
-    flat = positions.reshape(-1)
-    every = None
-    if np.unique(flat).size != flat.size:  # keep each position's last write only
-        every = (rows, flat)
-        _, first_from_end = np.unique(flat[::-1], return_index=True)
-        keep = np.sort(flat.size - 1 - first_from_end)
-        flat, rows = flat[keep], _gather_rows(rows, keep)
-    # a fresh copy: the index-add saves it for backward, and value may share memory with self (written next)
-    placed = index_add_rows(rows.contiguous() if not rows.is_contiguous() else rows.clone(), tensor(flat), numel)
-    if every is not None and rows.requires_grad and _C.is_grad_enabled():
-        placed = _every_writer_gradient(placed, *every, numel)
-    mask = np.zeros(numel, dtype=np.bool_)
-    mask[flat] = True
-    return _C._functional.where(tensor(mask), placed.reshape(-1), self.reshape(-1)).reshape(*self.shape)
-
-
-def _plain_value(self, value):
-    """A setitem value for the DTensor self as a plain tensor holding the whole value (the same on every rank)."""
-    if not isinstance(value, Tensor):
-        return _C._full([], builtins.float(value), self.dtype)
-    if value.is_distributed:
-        return value.full_tensor()  # differentiable: the value's gradient is its piece of the written one
-    from ._dtensor_compose import refused_plain
-    if refused_plain(value):
-        raise _C.InvalidArgumentError(
-            "t[...] = value: t is a DTensor of shape %s (%s) but value is a plain tensor of shape %s; distribute it "
-            "(distribute_tensor / DTensor.from_local) or assign inside implicit_replication(), as torch requires"
-            % (list(self.shape), "[%s]" % ", ".join(map(str, self.placements)), list(value.shape)))
-    return value
-
-
-def _dtensor_setitem(self, idx, value):
-    """t[idx] = value for a DTensor t: t becomes where(mask, placed, t), the mask and the placed value built as
-    replicated tensors of t's shape, so every rank writes exactly the global positions its piece holds. (The
-    view t[idx] of a sharded dim is a redistributed copy, so writing through it would change nothing: torch
-    2.15 loses such writes silently.) A bool DTensor mask of t's shape with a scalar value stays distributed."""
-    from .distributed.tensor import DTensor, Replicate
-    scalar = not isinstance(value, Tensor) or (value.ndim == 0 and not value.is_distributed)
-    if scalar and isinstance(idx, Tensor) and idx.is_distributed and idx.dtype == _dtypes.bool and \
-            idx.shape == self.shape:
-        v = _plain_value(self, value).to(self.dtype)
-        compute = lambda x: _C._functional.where(idx, v, x)  # noqa: E731
-    else:
-        host = lambda i: i.full_tensor() if isinstance(i, Tensor) and i.is_distributed else i  # noqa: E731
-        plain = tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)
-        mesh = self.device_mesh
-        rep = [Replicate()] * mesh.ndim
-        written = np.zeros(self.numel(), dtype=np.bool_)
-        written[_positions(self, plain).reshape(-1)] = True
-        mask = tensor(written.reshape(tuple(self.shape)))
-        placed = _C._full(list(self.shape), 0.0, self.dtype)
-        placed[plain] = _plain_value(self, value).to(self.dtype)
-        mask_d = DTensor.from_local(mask, mesh, rep, run_check=False)
-        placed_d = DTensor.from_local(placed, mesh, rep, run_check=False)
-        compute = lambda x: _C._functional.where(mask_d, placed_d, x)  # noqa: E731
-    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
-        from . import _inplace
-        return _inplace.record(self, "t[...] = value", compute)
-    with _C._GradMode(False):
-        self.copy_(compute(self))
-
-
-def _setitem(self, idx, value):
-    """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
-    the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
-    writes the selected rows. DTensors: _dtensor_setitem."""
-    recorded = _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
-    if not isinstance(idx, (Tensor, list)) and not recorded and not self.is_distributed:
-        view = _basic_index(self, idx)  # ints / slices / None / ...: the view in one C++ call (None for the rest)
-        if view is not None:
-            return _write_view(view, value)
-    if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8 and not isinstance(value, Tensor):
-        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
-    if isinstance(idx, (list, tuple, Tensor)):
-        idx = _torch_key(idx)
-    if isinstance(value, Tensor) and value.dtype != self.dtype:
-        _check_index_put_dtype(self, idx, value)
-    if self.is_distributed:
-        return _dtensor_setitem(self, idx, value)
-    if recorded:
-        return _recorded_setitem(self, idx, value)
-    if isinstance(idx, Tensor) and idx.ndim == 0 and not idx.dtype.is_floating_point and idx.dtype != _dtypes.bool:
-        idx = idx.item()
-    if isinstance(idx, (Tensor, list, np.ndarray)):
-        return _advanced_setitem(self, idx, value)
-    if isinstance(idx, tuple) and builtins.any(_is_advanced(_as_plain(i)) for i in idx):
-        # x[rows, cols] = v, x[:, idx] = v: the indexed elements of self itself (x[...] of such a subscript is a
-        # copy, so writing through it would change nothing)
-        with _C._GradMode(False):
-            self.copy_(_written(self, tuple(_as_plain(i) for i in idx), value))
-        return
-    _write_view(_getitem(self, idx), value)
-
-
-# by dtype.value (a dict of dtypes built per call cost ~1.5 us of pybind hashing and ==)
-_FILL_LIMITS = {_dtypes.float16.value: 65520.0, _dtypes.float32.value: 3.4028235677973366e38}
-
-
-def _write_view(view, value):
-    """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
-    both record the write under autograd."""
-    if not isinstance(value, Tensor):
-        v = builtins.float(value)
-        limit = _FILL_LIMITS.get(view.dtype.value)
-        if limit is not None and builtins.abs(v) >= limit:  # torch's setitem rounds a float past the dtype's range
-            v = math.copysign(math.inf, v)  # to inf (fill_ and full raise)
-        return view.fill_(v)
-    while value.ndim > view.ndim and value.shape[0] == 1:
-        value = value.squeeze(0)
-    return view.copy_(value)
-
-
-Tensor.__setitem__ = _setitem
-
-
-def _index_put_(self, indices, values, accumulate=False):
-    """torch's Tensor.index_put_: self[indices] = values (a tuple of index tensors, one per leading dim), or
-    with accumulate=True self[indices] += values with repeated positions summed; recorded by autograd as the
-    other in-place methods (tessel/_inplace.py)."""
-    from . import _inplace
-    idx = tuple(indices)
-    if isinstance(values, Tensor) and values.dtype != self.dtype:
-        raise RuntimeError("Index put requires the source and destination dtypes match, got %s for the destination "
-                           "and %s for the source." % (_torch_dtype_name(self.dtype), _torch_dtype_name(values.dtype)))
-    if not accumulate:
-        self[idx] = values
-        return self
-    values = values if isinstance(values, Tensor) else _C._full([], builtins.float(values), self.dtype)
-    recorded = _C.is_grad_enabled() and (self.requires_grad or values.requires_grad)
-    positions = _positions(self, idx)
-    if self.is_distributed and not values.is_distributed:  # a number or 0-d value: replicated on self's mesh
-        values = _C.from_local(values, self.device_mesh, [_C.Replicate()] * self.device_mesh.ndim,
-                               list(values.shape), None, False)
-    rows = values.to(self.dtype).expand(*positions.shape).reshape(-1, 1).contiguous()
-    where = _internal_index(rows, tensor(positions.reshape(-1)))  # replicated next to DTensor rows
-    scattered = index_add_rows(rows, where, self.numel()).reshape(*self.shape)
-    if recorded:
-        return _inplace.record(self, "index_put_", lambda x: x + scattered)
-    added = self + scattered
-    with _C._GradMode(False):
-        return self.copy_(added)
-
-
-def _index_put(self, indices, values, accumulate=False):
-    return _index_put_(self.clone(), indices, values, accumulate)
-
-
-Tensor.index_put_ = _index_put_
-Tensor.index_put = _index_put
 
 
 def rand_like(t, *, dtype=None, device=None, requires_grad=False):
@@ -991,3 +743,6 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
     shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, _C.Tensor)))
     plain = [t.detach() if isinstance(t, _C.Tensor) else t for t in (mean, std)]
     return _finish(randn(*shape, generator=generator, dtype=like.dtype) * plain[1] + plain[0], requires_grad)
+
+
+from . import _setitem  # noqa: E402,F401 (installs Tensor.__setitem__, index_put_ and index_put)

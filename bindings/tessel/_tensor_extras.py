@@ -201,18 +201,30 @@ nextafter = _host_binary("nextafter", _nextafter, False, bfloat16_fn=_nextafter_
 
 # ---- index ops ------------------------------------------------------------------------------------------
 
+_warned_index_reduce = []
+
+
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """torch.index_reduce: input with source's slices reduced into the rows index names along dim ("prod",
     "mean", "amax", "amin"), through scatter_reduce."""
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError("index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s."
                            % reduce)
+    from ._extra import _out_of_range, check_index_dtype
+    from ._tensor import wrap_dim
+    if not _warned_index_reduce:  # torch warns once per process
+        _warned_index_reduce.append(True)
+        import warnings
+        warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
+    dim = wrap_dim(dim, input.dim())  # (it wrapped any dim: 2 of a 2-D input was dim 0)
+    check_index_dtype(index, "index_reduce_")
     if index.dim() != 1:
         raise IndexError("index_reduce_(): Index is supposed to be a vector")
-    dim = dim % builtins.max(input.dim(), 1)
     if source.shape[dim] != index.shape[0]:
         raise RuntimeError("index_reduce_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                            % (index.shape[0], source.shape[dim]))
+    if _out_of_range(index, input.shape[dim] if input.dim() else 1) is not None:  # (scatter_reduce's message)
+        raise IndexError("index out of range in self")
     shape = [1] * source.dim()
     shape[dim] = index.shape[0]
     expanded = index.reshape(shape).expand(*source.shape)
@@ -352,7 +364,7 @@ def install(namespace):
                  sparse_coo=sparse_coo, sparse_csr=sparse_csr, sparse_csc=sparse_csc, sparse_bsr=sparse_bsr,
                  sparse_bsc=sparse_bsc, jagged=jagged, bitwise_left_shift=bitwise_left_shift,
                  bitwise_right_shift=bitwise_right_shift, nextafter=nextafter, index_reduce=index_reduce,
-                 nonzero_static=nonzero_static, asarray=asarray, empty_strided=empty_strided,
+                 nonzero_static=nonzero_static, put=_put, asarray=asarray, empty_strided=empty_strided,
                  get_default_device=lambda: namespace["device"]("cpu"), set_default_device=set_default_device,
                  cond=cond, while_loop=while_loop, typename=typename, is_storage=lambda obj: False)
     for name, value in names.items():

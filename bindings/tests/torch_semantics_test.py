@@ -379,7 +379,7 @@ def test_user_mistakes_raise_as_torch_instead_of_computing_something_else():
         with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], "
                                              r"but got 2\)"):
             call()  # these wrapped the dim (2 % 2 = 0) and returned a result along dim 0
-    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+    with pytest.raises(RuntimeError, match="Expected dtype int32/int64 for index"):  # torch 2.15's message
         x.gather(1, tessel.zeros(3, 4))
     w = tessel.ones(2, requires_grad=True) * 2
     with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
@@ -673,7 +673,7 @@ def test_basic_indexing_fast_path_gives_numpys_values_as_views_with_gradients():
         t[3]
     with pytest.raises(IndexError, match="too many indices for tensor of dimension 3"):
         t[0, 0, 0, 0]
-    with pytest.raises(ValueError, match="step must be positive"):
+    with pytest.raises(ValueError, match="step must be greater than zero"):
         t[::-1]
     assert t[np.int64(2), True].shape == (1, 4, 5) and t[[0, 2]].shape == (2, 4, 5) and t[...]._base is not None
 
