@@ -119,9 +119,9 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     if not isinstance(total_norm, _C.Tensor):  # torch's clamp of the coefficient, a number then
         kind = type(max_norm / (total_norm + 1e-6))
         name = kind.__name__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__qualname__)
-        raise TypeError("clamp() received an invalid combination of arguments - got (%s, max=float), but expected one "
-                        "of:\n * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n * (Tensor "
-                        "input, Number min = None, Number max = None, *, Tensor out = None)\n" % name)
+        raise TypeError("clamp() received an invalid combination of arguments - got (%s, max=float), but expected "
+                        "one of:\n * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n"
+                        " * (Tensor input, Number min = None, Number max = None, *, Tensor out = None)\n" % name)
     if total_norm.is_distributed:
         total_norm = total_norm.full_tensor()
     coef = _norms.coefficient(max_norm, total_norm.item(), total_norm.dtype)

@@ -104,8 +104,8 @@ class ParametrizationList(ModuleList):
                 if not isinstance(value, _C.Tensor):
                     raise ValueError("`right_inverse` should return a tensor. Got %s" % type(value).__name__)
                 if value.dtype != self.original.dtype:
-                    raise ValueError("The tensor returned by `right_inverse` has dtype %s while `original` has dtype %s"
-                                     % (value.dtype, self.original.dtype))
+                    raise ValueError("The tensor returned by `right_inverse` has dtype %s while `original` has "
+                                     "dtype %s" % (value.dtype, self.original.dtype))
                 _set(self.original, value)
                 return
             if not isinstance(value, Sequence):
@@ -119,8 +119,8 @@ class ParametrizationList(ModuleList):
                     raise ValueError("'right_inverse' must return a sequence of tensors or reference-type opaques. "
                                      "Got element %d of type %s." % (i, type(t).__name__))
                 if t.dtype != original.dtype:
-                    raise ValueError("Tensor %d returned by `right_inverse` has dtype %s while `original%d` has dtype %s"
-                                     % (i, t.dtype, i, original.dtype))
+                    raise ValueError("Tensor %d returned by `right_inverse` has dtype %s while `original%d` has "
+                                     "dtype %s" % (i, t.dtype, i, original.dtype))
                 _set(original, t)
 
     def _legacy_state(self, state_dict, prefix, version):
@@ -240,8 +240,8 @@ def _check_appended(parametrization, current, name):
         raise ValueError("parametrization.right_inverse must return a tensor. Got: %s" % type(back).__name__)
     for what, got, want in (("dtype", back.dtype, current.dtype), ("shape", Size(back.shape), Size(current.shape))):
         if got != want:
-            raise ValueError("The tensor returned by parametrization.right_inverse must have the same %s as module.%s, "
-                             "unless the `unsafe` flag is enabled.\nmodule.%s.%s: %s\nreturned %s: %s"
+            raise ValueError("The tensor returned by parametrization.right_inverse must have the same %s as "
+                             "module.%s, unless the `unsafe` flag is enabled.\nmodule.%s.%s: %s\nreturned %s: %s"
                              % (what, name, name, what, want, what, got))
 
 
