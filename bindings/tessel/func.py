@@ -65,10 +65,16 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     params = dict(module.named_parameters(remove_duplicate=False))
     buffers = dict(module.named_buffers())
     unknown = [n for n in values if n not in params and n not in buffers]
-    if unknown and strict:  # without strict torch leaves them out
+    if unknown and strict:
         raise RuntimeError("Unexpected key(s): %s." % ", ".join("'%s'" % n for n in unknown))
+    attributes = {}  # without strict torch sets the other names as attributes for the call (a plain tensor one)
     for n in unknown:
-        del values[n]
+        value = values.pop(n)
+        try:
+            owner, local = _owner(module, n)
+        except AttributeError:  # (no such submodule: left out)
+            continue
+        attributes[n] = (owner, local, value)
     if tie_weights:  # torch's: a value given for one name of a tied tensor stands in for all of its names
         _tie(values, list(params.items()) + list(buffers.items()))
     if strict:
@@ -87,14 +93,27 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 persistent = local in _persistent_buffer_names(owner)
                 restore.append(("buffer", owner, local, buffers[name], persistent))
                 owner.register_buffer(local, value, persistent=persistent)
+        for owner, local, value in attributes.values():
+            old = getattr(owner, local, _MISSING)
+            if old is not _MISSING and old is not None and not isinstance(old, Tensor):
+                raise TypeError("attribute `%s`: %s is not an instance of torch.Tensor" % (local, old))
+            restore.append(("attribute", owner, local, old, None))
+            setattr(owner, local, value)
         args = () if args is None else (args if isinstance(args, tuple) else (args,))
         return module(*args, **(kwargs or {}))
     finally:
         for kind, owner, local, old, persistent in reversed(restore):
             if kind == "param":
                 owner._set_parameter(local, old, True)
-            else:
+            elif kind == "buffer":
                 owner.register_buffer(local, old, persistent=persistent)
+            elif old is _MISSING:
+                delattr(owner, local)
+            else:
+                setattr(owner, local, old)
+
+
+_MISSING = object()
 
 
 # ---- grad / vjp / jvp / jacobians -------------------------------------------------------------------------

@@ -255,7 +255,7 @@ def test_total_norm_and_clip_against_numpy():
     coef = 0.5 * total.item() / (total.item() + 1e-6)
     for q, g in zip(model.parameters(), grads):
         np.testing.assert_allclose(q.grad.numpy(), g * coef, rtol=1e-6)
-    clip_grads_with_norm_(model.parameters(), 10.0, 0.1)  # under the bound: untouched
+    clip_grads_with_norm_(model.parameters(), 10.0, tessel.tensor(0.1))  # under the bound: untouched
     for q, g in zip(model.parameters(), grads):
         np.testing.assert_allclose(q.grad.numpy(), g * coef, rtol=1e-6)
     with pytest.raises(RuntimeError, match="is non-finite, so it cannot be clipped"):
@@ -266,7 +266,7 @@ def test_total_norm_of_fully_shard_gradients_is_one_ranks_with_one_all_reduce():
     model = small_model()
     (model(tessel.tensor(XS)) ** 2).mean().backward()
     want = np.sqrt(sum((p.grad.numpy().astype(np.float64) ** 2).sum() for p in model.parameters()))
-    clip_grads_with_norm_(model.parameters(), 0.1, want)
+    clip_grads_with_norm_(model.parameters(), 0.1, tessel.tensor(want))  # (torch's takes the norm as a tensor only)
     want_grads = [p.grad.numpy() for p in model.parameters()]
     got = {}
 

@@ -5,8 +5,9 @@ A module pickles as a recipe its class rebuilds from, the way copy.deepcopy copi
 _deepcopy): a Python-defined module field by field (its __init__ is not rerun): parameters, buffers with their
 persistence, children, training flag and plain attributes; a C++ layer (Linear, Embedding, LayerNorm, RMSNorm)
 from its recorded constructor arguments, then its parameters and buffers. Tensors go through the pickler's own
-tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) and parametrized modules raise
-NotImplementedError (deepcopy copies them); hooks are not saved (torch pickles them only when picklable).
+tensor handling (tessel.save writes torch.save's zip). Sharded (DTensor) modules and those with computed
+parameters (pruned, hook-based weight_norm) raise NotImplementedError (deepcopy copies them), parametrized ones
+torch's RuntimeError; hooks are not saved (torch pickles them only when picklable).
 """
 from ._copy import _CTOR_KEY, _new_cpp_layer, _put_copied_buffer, _put_copied_parameter, cpp_settings
 from .modules import (_ALWAYS_CALL, _BUFFER_OBJECTS, _COMPLEX_KEY, _NONE_KEY, Module, _complex_buffers, _dict,
@@ -22,8 +23,13 @@ def _recipe(self):
         raise NotImplementedError("pickling %s: its parameters are DTensors (fully_shard / tensor parallel); save "
                                   "its state_dict (or use tessel.distributed.checkpoint) instead" % name)
     if self._computed_parameter_names():
-        raise NotImplementedError("pickling %s: it is parametrized (weight_norm, spectral_norm, ...); pickle it "
-                                  "before parametrizing, or save its state_dict" % name)
+        from .utils.parametrize import is_parametrized
+        if is_parametrized(self):  # torch's own refusal (its Parametrized<Name> class's __getstate__)
+            raise RuntimeError("Serialization of parametrized modules is only supported through state_dict(). See:\n"
+                               "https://pytorch.org/tutorials/beginner/saving_loading_models.html"
+                               "#saving-loading-a-general-checkpoint-for-inference-and-or-resuming-training")
+        raise NotImplementedError("pickling %s: it has computed parameters (pruning, the hook-based weight_norm / "
+                                  "spectral_norm); pickle it before, or save its state_dict" % name)
     recipe = {"training": self.training, "params": list(self.named_parameters(recurse=False)),
               "complex": _complex_buffers(self) or None}
     if not self._has_python_forward:

@@ -141,14 +141,17 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     only its own piece: Distribution::TruncatedNormal); else uniform proposals on [a, b] accepted with the
     density's ratio to its peak (so bounds far in a tail work). Any floating dtype."""
     import warnings
-    if not a < b:
-        raise ValueError("trunc_normal_: a=%s must be below b=%s" % (a, b))
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
                       "be incorrect.", stacklevel=2)
-    from .._tensor import _float_draw
-    _float_draw(tensor.dtype, "normal_kernel_cpu")  # torch's normal_ has no integer kernel
-    if _mass(mean, std, a, b) > 0.3:
+    mass = _mass(mean, std, a, b)
+    if not tensor.dtype.is_floating_point:  # torch's normal_ (or, for the tail method, uniform_) has no integer kernel
+        from .._tensor import _torch_dtype_name
+        raise NotImplementedError('"%s" not implemented for \'%s\'' % (
+            "normal_kernel_cpu" if mass > 0.3 else "check_uniform_bounds", _torch_dtype_name(tensor.dtype)))
+    if a > b:  # torch's tail method draws uniform_(a, b), which refuses; a == b fills a
+        raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
+    if mass > 0.3:
         with _no_grad():
             _C._fill_random_(tensor, "trunc_normal", float(mean), float(std), generator, float(a), float(b))
         return tensor

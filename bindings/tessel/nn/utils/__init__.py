@@ -11,8 +11,10 @@ communication.
     total_norm = tessel.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
 """
 from ... import _C
+from . import _norms
 
 import threading
+import types
 
 # Per rank thread: (the world's group, axis names, shape) -> (the world's group, the flattened mesh's group).
 # Flatten is collective, so each rank creates it once per world; a cache shared by rank threads handed
@@ -64,13 +66,16 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     """torch.nn.utils.get_total_norm: the norm of the norms of `tensors` (gradients, not parameters), in their
     dtype; DTensors reduce over their meshes (one all-reduce per mesh) and the result is then a Replicate DTensor
     on the first one, so `total.full_tensor()` (torchtitan's next line) is the number on every rank."""
-    tensors = [tensors] if isinstance(tensors, _C.Tensor) else [t for t in tensors if t is not None]
+    tensors = [tensors] if isinstance(tensors, _C.Tensor) else list(tensors)
     if not tensors:
         return _C._full([], 0.0, _C._get_default_dtype())  # no gradients: torch returns 0 in the default dtype
     p = float(norm_type)  # any order, as torch's vector_norm: 0 counts, a negative p is (Σ |x|^p)^(1/p) too
+    _norms.check(tensors, p)
     mesh = next((t.device_mesh for t in tensors if t.is_distributed), None)
     with _C._GradMode(False):
-        if p == float("inf"):
+        if mesh is None:  # plain tensors: torch's per-tensor norms, each rounded to its dtype
+            total = _norms.total(tensors, p)
+        elif p == float("inf"):
             total = _extreme(max, [t.double().abs().amax().item() for t in tensors if t.numel()])
         elif p == -float("inf"):  # torch's: the smallest magnitude of any element
             total = _extreme(min, [t.double().abs().amin().item() for t in tensors if t.numel()])
@@ -84,11 +89,14 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
             terms = [_sum_of_powers(ts, p) for ts in groups + ([plain] if plain else [])]
             total = sum(term.item() for term in terms) ** (1.0 / p)
     if error_if_nonfinite and not abs(total) < float("inf"):
-        raise RuntimeError("The total norm of order %s for gradients from `parameters` is non-finite, so it cannot "
-                           "be clipped. To disable this error and scale the gradients by the non-finite norm "
-                           "anyway, set `error_if_nonfinite=False`" % p)
-    out = _C._full([], total, tensors[0].dtype)
+        raise RuntimeError(_NONFINITE % p)
+    out = _C._full([], total, _norms.dtype_of(tensors))
     return _C.from_local(out, mesh, [_C.Replicate()] * mesh.ndim) if mesh is not None else out
+
+
+_NONFINITE = ("The total norm of order %s for gradients from `parameters` is non-finite, so it cannot be clipped. To "
+              "disable this error and scale the gradients by the non-finite norm anyway, set "
+              "`error_if_nonfinite=False`")
 
 
 def _sum_of_powers(tensors, p):
@@ -101,18 +109,30 @@ def _sum_of_powers(tensors, p):
 
 
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
-    """torch.nn.utils.clip_grads_with_norm_: every gradient scaled by min(1, max_norm / (total_norm + 1e-6))
-    (total_norm a number, a tensor or get_total_norm's DTensor)."""
+    """torch.nn.utils.clip_grads_with_norm_: every gradient scaled by min(1, max_norm / (total_norm + 1e-6)),
+    computed in total_norm's dtype (total_norm a tensor or get_total_norm's DTensor: torch refuses a number)."""
     params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
-    if isinstance(total_norm, _C.Tensor):
-        total_norm = (total_norm.full_tensor() if total_norm.is_distributed else total_norm).item()
-    coef = float(max_norm) / (float(total_norm) + 1e-6)
-    if coef >= 1.0:
+    grads = [q.grad for q in params if q.grad is not None]
+    max_norm = float(max_norm)
+    if not grads:
         return
-    with _C._GradMode(False):
-        for q in params:
-            if q.grad is not None:
-                q.grad.mul_(coef)
+    if not isinstance(total_norm, _C.Tensor):  # torch's clamp of the coefficient, a number then
+        kind = type(max_norm / (total_norm + 1e-6))
+        name = kind.__name__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__qualname__)
+        raise TypeError("clamp() received an invalid combination of arguments - got (%s, max=float), but expected "
+                        "one of:\n * (Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)\n"
+                        " * (Tensor input, Number min = None, Number max = None, *, Tensor out = None)\n" % name)
+    if total_norm.is_distributed:
+        total_norm = total_norm.full_tensor()
+    coef = _norms.coefficient(max_norm, total_norm.item(), total_norm.dtype)
+    if coef == 1.0:
+        return
+    if any(g.is_distributed for g in grads):
+        with _C._GradMode(False):
+            for g in grads:
+                g.mul_(coef)
+    else:
+        _norms.scale(grads, coef, total_norm.dtype)
 
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -141,8 +161,7 @@ def _clip_by_norm_of_order(params, max_norm, p, error_if_nonfinite):
         else:
             total = sum((g.double().abs() ** p).sum().item() for g in grads) ** (1.0 / p)
         if error_if_nonfinite and not abs(total) < float("inf"):
-            raise RuntimeError("clip_grad_norm_: the total norm of order %s for gradients from `parameters` is "
-                               "non-finite, so it cannot be clipped; the gradients are left as they were" % p)
+            raise RuntimeError(_NONFINITE % p)
         coef = max_norm / (total + 1e-6)
         if coef < 1.0 or coef != coef:  # torch multiplies by clamp(coef, max=1): a NaN norm makes every gradient NaN
             for g in grads:
@@ -154,7 +173,23 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """Scales the gradients in place so their global norm (L2 by default; norm_type=inf or any p > 0 too)
     is at most max_norm; returns the norm before clipping as a 0-d tensor in the gradients' dtype (computed in
     float64; a Replicate DTensor on the gradients' mesh when they are DTensors, as torch's)."""
-    params = [parameters] if isinstance(parameters, _C.Tensor) else list(parameters)
+    if isinstance(parameters, _C.Tensor):
+        params = [parameters]
+    else:
+        generator = isinstance(parameters, types.GeneratorType)
+        params = list(parameters)
+        if generator and not params:
+            import warnings
+            warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.", stacklevel=2)
+    grads = [p.grad for p in params if p.grad is not None]
+    if grads and not any(g.is_distributed for g in grads):
+        _norms.check(grads, float(norm_type))
+        dtypes = {g.dtype for g in grads}
+        if len(dtypes) > 1 or dtypes & {_C.dtype.bfloat16, _C.dtype.float16}:
+            # torch's rounding: the norm in the (promoted) dtype, the scale from that rounded norm
+            total = get_total_norm(grads, norm_type, error_if_nonfinite)
+            _norms.scale(grads, _norms.coefficient(float(max_norm), total.item(), total.dtype), total.dtype)
+            return total
     if float(norm_type) != 2.0:
         return _clip_by_norm_of_order(params, float(max_norm), float(norm_type), error_if_nonfinite)
     mesh = None
@@ -164,8 +199,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         with _C._GradMode(False):
             total = sum((p.grad.double() * p.grad.double()).sum().item() for p in params if p.grad is not None)
         if not abs(total) < float("inf"):
-            raise RuntimeError("clip_grad_norm_: the total norm of order 2.0 for gradients from `parameters` is "
-                               "non-finite, so it cannot be clipped; the gradients are left as they were")
+            raise RuntimeError(_NONFINITE % 2.0)
     if any(p.is_distributed for p in params):
         groups = _by_mesh(params)
         if len(groups) == 1:  # one all-reduce of one number, and the clip, in C++
@@ -190,10 +224,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 
 def _norm_tensor(norm, params, mesh=None):
-    """The total norm as torch returns it: a 0-d tensor in the gradients' dtype (computed in float64 here),
-    a Replicate DTensor on their mesh when they are DTensors on one mesh."""
+    """The total norm as torch returns it: a 0-d tensor in the gradients' (promoted) dtype (computed in float64
+    here), a Replicate DTensor on their mesh when they are DTensors on one mesh."""
     grads = [p.grad for p in params if p.grad is not None]
-    out = _C._full([], norm, grads[0].dtype if grads else _C._get_default_dtype())
+    out = _C._full([], norm, _norms.dtype_of(grads) if grads else _C._get_default_dtype())
     if mesh is None and grads and all(g.is_distributed for g in grads) and len(_by_mesh(params)) == 1:
         mesh = grads[0].device_mesh
     if mesh is not None:
@@ -213,25 +247,22 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
 
 
 def parameters_to_vector(parameters):
-    """One flat vector of the parameters' values, in order (differentiable, as torch's)."""
-    return _C._functional.cat([p.reshape(-1) for p in parameters], 0)
+    """One flat vector of the parameters' values, in order (differentiable, as torch's; torch.cat's type
+    promotion: a bfloat16 layer and a float32 norm give float32)."""
+    from ... import cat
+    return cat([p.reshape(-1) for p in parameters])
 
 
 def vector_to_parameters(vec, parameters):
-    """Copies consecutive slices of vec into the parameters' values (in place, outside autograd)."""
+    """Each parameter's data becomes the next slice of vec viewed in its shape, as torch's `param.data = ...`: it
+    aliases vec and takes its dtype; a longer vec leaves its tail unused, a 2-D one is read in order."""
     if not isinstance(vec, _C.Tensor):
         raise TypeError("expected torch.Tensor, but got: %s" % type(vec).__name__)
-    params = list(parameters)
-    total = sum(p.numel() for p in params)
-    if vec.ndim != 1 or vec.shape[0] != total:
-        raise RuntimeError("vector_to_parameters: vec has shape %s, the parameters hold %d elements"
-                           % (list(vec.shape), total))
-    offset = 0
-    with _C._GradMode(False):
-        for p in params:
-            n = p.numel()
-            p.copy_(vec.narrow(0, offset, n).reshape(*p.shape))
-            offset += n
+    pointer = 0
+    for param in parameters:
+        n = param.numel()
+        param.data = vec[pointer:pointer + n].view_as(param).data
+        pointer += n
 
 
 def weight_norm(module, name="weight", dim=0):
@@ -239,7 +270,7 @@ def weight_norm(module, name="weight", dim=0):
     keys): parameter ``name`` becomes ``name_g`` (its 2-norm over every dim but ``dim``; None: the whole
     tensor) and ``name_v`` (itself), and ``module.<name>`` = v · g / ‖v‖ is computed at each forward (a
     computed parameter, so the C++ layers' forward reads it too)."""
-    from .parametrizations import _norm_except_dim, _weight_norm
+    from .parametrizations import _norm_except_dim
     from .. import Parameter
     import warnings
     warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of `torch.nn.utils.parametrizations."
@@ -252,9 +283,43 @@ def weight_norm(module, name="weight", dim=0):
         g = _norm_except_dim(weight, dim)
     module._register_parameter(name + "_g", Parameter(g))
     module._register_parameter(name + "_v", Parameter(weight))
-    module._set_computed_parameter(
-        name, lambda m: _weight_norm(getattr(m, name + "_v"), getattr(m, name + "_g"), dim))
+    hook = WeightNorm(name, dim)
+    module._set_computed_parameter(name, hook.compute_weight)
+    module.register_forward_pre_hook(hook)
     return module
+
+
+class _HookForm:
+    """The object torch's hook-based weight_norm / spectral_norm registers as the module's forward pre-hook (scripts
+    find it in module._forward_pre_hooks by its type and .name). Its call does nothing here: module.<name> is a
+    computed parameter, recomputed at each forward by compute_weight."""
+
+    def __call__(self, module, inputs):
+        return None
+
+    def remove(self, module):
+        self._remove(module, self.name)
+
+
+def _drop_hook(module, kind, name):
+    hooks = module._forward_pre_hooks
+    for key in [k for k, hook in hooks.items() if isinstance(hook, kind) and hook.name == name]:
+        del hooks[key]
+
+
+class WeightNorm(_HookForm):
+    """torch.nn.utils.weight_norm.WeightNorm: module.<name> = v · g / ‖v‖ over every dim but `dim`."""
+
+    def __init__(self, name, dim):
+        self.name, self.dim = name, -1 if dim is None else dim
+
+    def compute_weight(self, module):
+        from .parametrizations import _weight_norm
+        return _weight_norm(getattr(module, self.name + "_v"), getattr(module, self.name + "_g"), self.dim)
+
+    @staticmethod
+    def _remove(module, name):
+        remove_weight_norm(module, name)
 
 
 def _restore_parameter(module, name, own_params, own_buffers, form):
@@ -266,6 +331,7 @@ def _restore_parameter(module, name, own_params, own_buffers, form):
     with _C._GradMode(False):
         weight = getattr(module, name).detach().clone()
     module._set_computed_parameter(name, None)
+    _drop_hook(module, WeightNorm if form == "weight_norm" else SpectralNorm, name)
     for p in own_params:
         module._remove_parameter(p)
     for b in own_buffers:
@@ -319,8 +385,29 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
                     u.copy_(F.normalize(fixed @ v, dim=0, eps=eps))
         return _divided_by_sigma(w_orig, mat, u, v)
 
+    hook = SpectralNorm(name, n_power_iterations, dim, eps)
+    hook._compute = compute
     module._set_computed_parameter(name, compute)
+    module.register_forward_pre_hook(hook)
     return module
+
+
+class SpectralNorm(_HookForm):
+    """torch.nn.utils.spectral_norm.SpectralNorm: module.<name> = W / σ (see spectral_norm)."""
+
+    def __init__(self, name="weight", n_power_iterations=1, dim=0, eps=1e-12):
+        if n_power_iterations <= 0:
+            raise ValueError("Expected n_power_iterations to be positive, but got n_power_iterations=%d"
+                             % n_power_iterations)
+        self.name, self.dim, self.n_power_iterations, self.eps = name, dim, n_power_iterations, eps
+
+    def compute_weight(self, module, do_power_iteration=None):
+        """W / σ; the power iteration runs (in training mode) only inside a forward, whatever is asked."""
+        return self._compute(module)
+
+    @staticmethod
+    def _remove(module, name):
+        remove_spectral_norm(module, name)
 
 
 def remove_spectral_norm(module, name="weight"):

@@ -16,15 +16,16 @@ def _zeros_like_running_mean(running_mean):
 def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
     """(weight, bias) of the convolution that computes BatchNorm(conv(x)) in evaluation: the weight scaled per
     output channel by w / sqrt(running_var + eps), the bias shifted by the running mean."""
+    bias_dtype = conv_w.dtype if conv_b is None else conv_b.dtype  # no bias: the fused one takes the weight's
     conv_b = _zeros_like_running_mean(bn_rm) if conv_b is None else conv_b
     bn_w = bn_rm * 0 + 1 if bn_w is None else bn_w
     bn_b = bn_rm * 0 if bn_b is None else bn_b
-    scale = bn_w * (bn_rv + bn_eps).rsqrt()
+    rsqrt = (bn_rv + bn_eps).rsqrt()
     shape = [1] * conv_w.dim()
     shape[1 if transpose else 0] = -1
     with _C._GradMode(False):
-        weight = (conv_w * scale.reshape(shape)).to(conv_w.dtype)
-        bias = ((conv_b - bn_rm) * scale + bn_b).to(conv_b.dtype)
+        weight = (conv_w * (bn_w * rsqrt).reshape(shape)).to(conv_w.dtype)
+        bias = ((conv_b - bn_rm) * rsqrt * bn_w + bn_b).to(bias_dtype)  # (torch's order of the products)
     return Parameter(weight, conv_w.requires_grad), Parameter(bias, conv_b.requires_grad)
 
 

@@ -17,8 +17,10 @@ a forward every access computes it, unless inside ``cached()``. The class of the
     register_parametrization(layer, "weight", Symmetric())
 """
 import contextlib
+from collections.abc import Sequence
 
 from ... import _C
+from ..._size import Size
 from .._containers import ModuleDict, ModuleList
 from ..modules import Parameter
 
@@ -42,39 +44,53 @@ def cached():
 class ParametrizationList(ModuleList):
     """The parametrizations of one tensor (torch.nn.utils.parametrize.ParametrizationList): its items
     applied in order to ``original`` (or to ``original0``, ``original1``, ... by the first), and
-    ``right_inverse`` to set the originals from a value."""
+    ``right_inverse`` to set the originals from a value. As torch's, the original takes the value right_inverse
+    returns with set_ semantics (its shape, its storage: assigning a [1, 2] tensor to a [2, 2] weight makes it
+    [1, 2]), and may not take another dtype."""
 
     def __init__(self, modules, original, unsafe=False):
         super().__init__(modules)
         self.unsafe = unsafe
         shape, dtype = tuple(original.shape), original.dtype
-        first = modules[0]
         with _C._GradMode(False):
             new = original
-            if hasattr(first, "right_inverse"):
-                try:
-                    new = first.right_inverse(original)
-                except NotImplementedError:  # torch's: a right_inverse that cannot is taken as the identity
-                    pass
-        if isinstance(new, _C.Tensor):
-            if not unsafe:
-                _check_same(new, shape, dtype, "right_inverse")
-            self.is_tensor, self.ntensors = True, 1
-            if tuple(new.shape) != shape or new.dtype != dtype:  # unsafe: the original takes the new shape
-                original = Parameter(new.detach().clone(), requires_grad=original.requires_grad)
-            with _C._GradMode(False):
-                original.copy_(new)
-            self.original = original if isinstance(original, Parameter) else Parameter(original)
+            for module in reversed(list(self)):
+                if hasattr(module, "right_inverse"):
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:  # torch's: a right_inverse that cannot is taken as the identity
+                        pass
+        if not isinstance(new, (_C.Tensor, Sequence)):
+            raise ValueError("'right_inverse' must return a Tensor or a Sequence of tensors (list, tuple...). Got %s"
+                             % type(new).__name__)
+        self.is_tensor = isinstance(new, _C.Tensor)
+        self.ntensors = 1 if self.is_tensor else len(new)
+        if self.is_tensor:
+            if new.dtype != dtype:
+                raise ValueError("When `right_inverse` outputs one tensor, it may not change the dtype.\n"
+                                 "original.dtype: %s\nright_inverse(original).dtype: %s" % (dtype, new.dtype))
+            _set(original, new)
+            _register(self, "original", original)
         else:
-            self.is_tensor, self.ntensors = False, len(new)
             for i, t in enumerate(new):
                 if not isinstance(t, _C.Tensor):
-                    raise ValueError("'right_inverse' must return a Tensor or a Sequence of tensors "
-                                     "(list, tuple...). Got element %d of type %s" % (i, type(t).__name__))
-                setattr(self, "original%d" % i,
-                        Parameter(t.detach().clone(), requires_grad=original.requires_grad))
+                    raise ValueError("'right_inverse' must return a Tensor or a Sequence of tensors (list, tuple...). "
+                                     "Got element %d of the sequence with type %s." % (i, type(t).__name__))
+                t = t.detach().clone()
+                _register(self, "original%d" % i, Parameter(t, requires_grad=original.requires_grad)
+                          if isinstance(original, Parameter) else t.requires_grad_(original.requires_grad))
         if not unsafe:
-            _check_same(self(), shape, dtype, "forward")
+            value = self()
+            if not isinstance(value, _C.Tensor):
+                raise ValueError("A parametrization must return a tensor. Got %s." % type(value).__name__)
+            if value.dtype != dtype:
+                raise ValueError("Registering a parametrization may not change the dtype of the tensor, unless "
+                                 "`unsafe` flag is enabled.\nunparametrized dtype: %s\nparametrized dtype: %s"
+                                 % (dtype, value.dtype))
+            if tuple(value.shape) != shape:
+                raise ValueError("Registering a parametrization may not change the shape of the tensor, unless "
+                                 "`unsafe` flag is enabled.\nunparametrized shape: %s\nparametrized shape: %s"
+                                 % (Size(shape), Size(value.shape)))
 
     def right_inverse(self, value):
         """Sets the originals so that this list evaluates to ``value`` (no gradient recorded)."""
@@ -87,13 +103,25 @@ class ParametrizationList(ModuleList):
             if self.is_tensor:
                 if not isinstance(value, _C.Tensor):
                     raise ValueError("`right_inverse` should return a tensor. Got %s" % type(value).__name__)
-                self.original.copy_(value)
-            else:
-                if not isinstance(value, (list, tuple)) or len(value) != self.ntensors:
-                    raise ValueError("'right_inverse' must return a sequence of tensors of length %d"
-                                     % self.ntensors)
-                for i, t in enumerate(value):
-                    getattr(self, "original%d" % i).copy_(t)
+                if value.dtype != self.original.dtype:
+                    raise ValueError("The tensor returned by `right_inverse` has dtype %s while `original` has "
+                                     "dtype %s" % (value.dtype, self.original.dtype))
+                _set(self.original, value)
+                return
+            if not isinstance(value, Sequence):
+                raise ValueError("'right_inverse' must return a sequence of tensors. Got %s." % type(value).__name__)
+            if len(value) != self.ntensors:
+                raise ValueError("'right_inverse' must return a sequence of tensors of length %d. Got a sequence of "
+                                 "length %d." % (self.ntensors, len(value)))
+            for i, t in enumerate(value):
+                original = getattr(self, "original%d" % i)
+                if not isinstance(t, _C.Tensor):
+                    raise ValueError("'right_inverse' must return a sequence of tensors or reference-type opaques. "
+                                     "Got element %d of type %s." % (i, type(t).__name__))
+                if t.dtype != original.dtype:
+                    raise ValueError("Tensor %d returned by `right_inverse` has dtype %s while `original%d` has "
+                                     "dtype %s" % (i, t.dtype, i, original.dtype))
+                _set(original, t)
 
     def _legacy_state(self, state_dict, prefix, version):
         """torch's _weight_norm_compat_hook: a checkpoint of the hook-based weight_norm
@@ -118,12 +146,18 @@ class ParametrizationList(ModuleList):
         return x
 
 
-def _check_same(t, shape, dtype, what):
-    if tuple(t.shape) != shape or t.dtype != dtype:
-        raise ValueError("Registering a parametrization may not change the dtype or shape of the tensor, unless "
-                         "`unsafe` flag is enabled.\nunparametrized dtype: %s\nparametrized dtype: %s\n"
-                         "unparametrized shape: %s\nparametrized shape: %s (after %s)"
-                         % (dtype, t.dtype, list(shape), list(t.shape), what))
+def _set(original, value):
+    """torch's original.set_(value): the original (the same Parameter object) takes value's shape and storage."""
+    if value is not original:
+        with _C._GradMode(False):
+            original.data = value
+
+
+def _register(plist, name, tensor):
+    if isinstance(tensor, Parameter):
+        setattr(plist, name, tensor)
+    else:  # a parametrized buffer's original is a buffer too
+        plist.register_buffer(name, tensor)
 
 
 def _compute(name):
@@ -152,29 +186,30 @@ def type_before_parametrizations(module):
 
 
 def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):
-    """torch.nn.utils.parametrize.register_parametrization: ``module.<tensor_name>`` becomes
-    ``parametrization(original)``; registering again on the same name appends to its list."""
+    """torch.nn.utils.parametrize.register_parametrization: ``module.<tensor_name>`` (a parameter or a buffer)
+    becomes ``parametrization(original)``; registering again on the same name appends to its list."""
     parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
         if not unsafe:
-            current = getattr(module, tensor_name)
-            with _C._GradMode(False):
-                out = parametrization(current)
-            _check_same(out, tuple(current.shape), current.dtype, "forward")
+            _check_appended(parametrization, getattr(module, tensor_name), tensor_name)
         plist.append(parametrization)
+        plist.unsafe |= unsafe
         return module
-    original = module._lookup(tensor_name)
+    is_param = module._has_parameter(tensor_name)
+    original = module._lookup(tensor_name) if is_param or module._has_buffer(tensor_name) else None
     if not isinstance(original, _C.Tensor):
-        raise ValueError("Module '%s' has no parameter or buffer with name '%s'" % (type(module).__name__, tensor_name))
-    if not module._has_parameter(tensor_name):
-        raise NotImplementedError("register_parametrization: '%s' is a buffer of %s; tessel parametrizes "
-                                  "parameters only" % (tensor_name, type(module).__name__))
-    original = Parameter(original, requires_grad=original.requires_grad)
-    # built before the parameter leaves the module: a rejected parametrization leaves it where it was (removing
+        raise ValueError("Module '%s' does not have a parameter, a buffer, or a parametrized element with name '%s'"
+                         % (type(module).__name__, tensor_name))
+    if is_param:
+        original = Parameter(original, requires_grad=original.requires_grad)
+    # built before the tensor leaves the module: a rejected parametrization leaves it where it was (removing
     # and re-registering it on failure moved it after the others: named_parameters() reordered)
     plist = ParametrizationList([parametrization], original, unsafe=unsafe)
-    module._remove_parameter(tensor_name)
+    if is_param:
+        module._remove_parameter(tensor_name)
+    else:
+        module._remove_buffer(tensor_name)
     if not is_parametrized(module):
         module.parametrizations = ModuleDict()
     module.parametrizations[tensor_name] = plist
@@ -182,9 +217,37 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     return module
 
 
+def _check_appended(parametrization, current, name):
+    """torch's checks of a parametrization added to a list (unless unsafe): it keeps the tensor's dtype and shape,
+    and so does its right_inverse."""
+    with _C._GradMode(False):
+        out = parametrization(current)
+    if not isinstance(out, _C.Tensor):
+        raise ValueError("A parametrization must return a tensor. Got %s." % type(out).__name__)
+    for what, got, want in (("dtype", out.dtype, current.dtype), ("shape", Size(out.shape), Size(current.shape))):
+        if got != want:
+            raise ValueError("Registering a parametrization may not change the %s of the tensor, unless the `unsafe` "
+                             "flag is enabled.\nmodule.%s.%s: %s\nparametrization(module.%s).%s: %s"
+                             % (what, name, what, want, name, what, got))
+    if not hasattr(parametrization, "right_inverse"):
+        return
+    try:
+        with _C._GradMode(False):
+            back = parametrization.right_inverse(out)
+    except NotImplementedError:
+        return
+    if not isinstance(back, _C.Tensor):
+        raise ValueError("parametrization.right_inverse must return a tensor. Got: %s" % type(back).__name__)
+    for what, got, want in (("dtype", back.dtype, current.dtype), ("shape", Size(back.shape), Size(current.shape))):
+        if got != want:
+            raise ValueError("The tensor returned by parametrization.right_inverse must have the same %s as "
+                             "module.%s, unless the `unsafe` flag is enabled.\nmodule.%s.%s: %s\nreturned %s: %s"
+                             % (what, name, name, what, want, what, got))
+
+
 def remove_parametrizations(module, tensor_name, leave_parametrized=True):
-    """Undoes register_parametrization: ``module.<tensor_name>`` is a parameter again, holding the current
-    parametrized value (``leave_parametrized``) or the original."""
+    """Undoes register_parametrization: ``module.<tensor_name>`` is a parameter (or buffer) again, holding the
+    current parametrized value (``leave_parametrized``) or the original."""
     if not is_parametrized(module, tensor_name):
         raise ValueError("Module %s does not have a parametrization on %s" % (type(module).__name__, tensor_name))
     plist = module.parametrizations[tensor_name]
@@ -197,17 +260,22 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
                     plist.original.copy_(value)
                 else:  # an unsafe parametrization's other shape or dtype: torch's set_ (copy_ broadcast it)
                     plist.original.data = value.detach().clone()
-            param = plist.original
+            original = plist.original
         else:
-            param = Parameter(value.detach().clone(), requires_grad=plist.original0.requires_grad)
+            value = value.detach().clone()
+            requires_grad = plist.original0.requires_grad
+            original = Parameter(value, requires_grad=True) if requires_grad else value
     else:
         if not plist.is_tensor:
             raise ValueError("Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is "
                              "parametrized in terms of a sequence of tensors.")
-        param = plist.original
+        original = plist.original
     module._set_computed_parameter(tensor_name, None)
     del module.parametrizations[tensor_name]
-    module._register_parameter(tensor_name, param)
+    if isinstance(original, Parameter):
+        module._register_parameter(tensor_name, original)
+    else:
+        module.register_buffer(tensor_name, original)
     if len(module.parametrizations) == 0:
         del module.parametrizations
     return module

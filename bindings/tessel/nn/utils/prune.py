@@ -5,16 +5,20 @@ computed parameter of the module, as tessel's weight_norm: the C++ layers' own f
 state dict holds torch's ``weight_orig`` / ``weight_mask`` keys. Pruning a tensor again prunes among the units
 still kept (torch's PruningContainer: an amount is a share of what is left); ``remove`` makes it permanent.
 
-The masks are computed on the host in float64 (pruning is an occasional, offline step): L1 and Ln norms and
-ties are torch's, the random methods draw from tessel's generator (``tessel.manual_seed``), not torch's stream.
-Checked against torch 2.15 on the same weights: identical masks for L1 twice, L1- then L2-structured along a dim,
-structured then unstructured, and global L1 over two layers.
+The masks are computed on the host (pruning is an occasional, offline step): L1 and Ln norms are torch's, and so
+are the entries kept among tied scores (_torch_topk replays aten's CPU topk); the random methods draw from tessel's
+generator (``tessel.manual_seed``), not torch's stream. Checked against torch 2.15 on the same weights: identical
+masks for L1 twice, L1- then L2-structured along a dim, structured then unstructured, and global L1 over two layers.
+As torch's, the method (a PruningContainer when repeated) is also listed in ``module._forward_pre_hooks``, where
+scripts look for it (``hook._tensor_name``); the hook itself does nothing, the computed parameter does its work.
 """
+import functools
 import numbers
 
 import numpy as np
 
 from ... import _C
+from ._torch_topk import topk_indices
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
            "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured",
@@ -42,12 +46,27 @@ def _to_prune(amount, size):
 
 
 def _host(t):
-    return t.detach().numpy().astype(np.float64) if isinstance(t, _C.Tensor) else np.asarray(t, dtype=np.float64)
+    """Scores on the host, float32 ones kept in float32 so that the norms tie (or not) as torch's do."""
+    if isinstance(t, _C.Tensor):
+        t = t.detach().numpy()
+    t = np.asarray(t)
+    return t if t.dtype in (np.float32, np.float64) else t.astype(np.float64)
 
 
-def _smallest(scores, k):
-    """Indices of the k smallest scores (stable: the earlier index first among equals)."""
-    return np.argsort(scores, kind="stable")[:k]
+def _tensor_face(like_t):
+    """A built-in compute_mask, which works on numpy, given tensors (torch's signature: a user calling
+    method.compute_mask(t, default_mask)) returns a tensor: of t's dtype (like_t: torch builds the mask from
+    zeros_like(t)), else of default_mask's."""
+    def wrap(compute):
+        @functools.wraps(compute)
+        def compute_mask(self, t, default_mask):
+            if not isinstance(t, _C.Tensor) and not isinstance(default_mask, _C.Tensor):
+                return compute(self, t, default_mask)
+            dtype = t.dtype if like_t or not isinstance(default_mask, _C.Tensor) else default_mask.dtype
+            mask = compute(self, _host(t), _host(default_mask))
+            return _C._from_numpy(np.ascontiguousarray(mask)).to(dtype)
+        return compute_mask
+    return wrap
 
 
 class BasePruningMethod:
@@ -73,6 +92,13 @@ class BasePruningMethod:
         raise NotImplementedError
 
     def __call__(self, module, inputs=None):
+        """The forward pre-hook torch's method is: a no-op here (module.<name> is computed from the mask)."""
+        return None
+
+    def apply_mask(self, module):
+        """module.<name>_orig times module.<name>_mask (torch's)."""
+        if getattr(self, "_tensor_name", None) is None:
+            raise AssertionError("Module %s has to be pruned" % type(module).__name__)
         return _apply_mask(module, self._tensor_name)
 
     @classmethod
@@ -112,6 +138,7 @@ class PruningContainer(BasePruningMethod):
     def __getitem__(self, idx):
         return self._pruning_methods[idx]
 
+    @_tensor_face(like_t=True)
     def compute_mask(self, t, default_mask):
         return _combine(self._pruning_methods[-1], t, default_mask)
 
@@ -139,6 +166,7 @@ def _combine(method, t, mask):
 class Identity(BasePruningMethod):
     PRUNING_TYPE = "unstructured"
 
+    @_tensor_face(like_t=False)
     def compute_mask(self, t, default_mask):
         return default_mask.copy()
 
@@ -151,20 +179,27 @@ class _Unstructured(BasePruningMethod):
         _validate_amount(amount)
         self.amount = amount
 
+    @_tensor_face(like_t=False)
     def compute_mask(self, t, default_mask):
         k = _to_prune(self.amount, t.size)
         mask = default_mask.copy()
         if k:
-            mask.reshape(-1)[_smallest(self._scores(t), k)] = 0
+            if self.amount is True:  # torch hands it to topk as k, which takes no bool
+                raise TypeError("topk(): argument 'k' must be int, not bool")
+            mask.reshape(-1)[topk_indices(self._scores(t), k, self._LARGEST)] = 0
         return mask
 
 
 class RandomUnstructured(_Unstructured):
+    _LARGEST = True  # torch prunes the entries with the k largest draws
+
     def _scores(self, t):
         return _C._rand([int(t.size)], None, _C.dtype.float64).numpy()
 
 
 class L1Unstructured(_Unstructured):
+    _LARGEST = False
+
     def _scores(self, t):
         return np.abs(t).reshape(-1)
 
@@ -176,7 +211,9 @@ class RandomStructured(BasePruningMethod):
         _validate_amount(amount)
         self.amount, self.dim = amount, dim
 
+    @_tensor_face(like_t=True)
     def compute_mask(self, t, default_mask):
+        _check_structured(t, self.dim)
         return _structured(t, default_mask, self.amount, self.dim,
                            _C._rand([int(t.shape[self.dim % t.ndim])], None, _C.dtype.float64).numpy())
 
@@ -188,13 +225,25 @@ class LnStructured(BasePruningMethod):
         _validate_amount(amount)
         self.amount, self.n, self.dim = amount, n, dim
 
+    @_tensor_face(like_t=True)
     def compute_mask(self, t, default_mask):
+        _check_structured(t, self.dim)
         dim = self.dim % t.ndim
         flat = np.moveaxis(t, dim, 0).reshape(t.shape[dim], -1)
         order = np.inf if self.n in ("inf", float("inf")) else (-np.inf if self.n == "-inf" else self.n)
         norms = np.linalg.norm(flat, ord=order, axis=1) if order not in ("fro", "nuc") else \
             np.linalg.norm(flat, axis=1)
-        return _structured(t, default_mask, self.amount, self.dim, norms)
+        return _structured(t, default_mask, self.amount, self.dim, norms.astype(t.dtype))
+
+
+def _check_structured(t, dim):
+    if t.ndim <= 1:
+        from ..._size import Size
+        raise ValueError("Structured pruning can only be applied to multidimensional tensors. Found tensor of shape "
+                         "%s with %d dims" % (Size(t.shape), t.ndim))
+    if dim >= t.ndim:
+        from ..._size import Size
+        raise IndexError("Invalid index %s for tensor of size %s" % (dim, Size(t.shape)))
 
 
 def _structured(t, default_mask, amount, dim, scores):
@@ -203,8 +252,10 @@ def _structured(t, default_mask, amount, dim, scores):
     dim = dim % t.ndim
     n = t.shape[dim]
     k = _to_prune(amount, n)
+    if not k:
+        return default_mask.copy()
     keep = np.zeros(n)
-    keep[np.argsort(-scores, kind="stable")[:n - k]] = 1
+    keep[topk_indices(scores, n - k, True)] = 1
     shape = [1] * t.ndim
     shape[dim] = n
     return default_mask * keep.reshape(shape)
@@ -216,6 +267,7 @@ class CustomFromMask(BasePruningMethod):
     def __init__(self, mask):
         self.mask = mask
 
+    @_tensor_face(like_t=False)
     def compute_mask(self, t, default_mask):
         mask = _host(self.mask)
         if mask.shape != default_mask.shape:
@@ -262,11 +314,20 @@ def _install(module, name, method, importance_scores):
             module._remove_parameter(name + "_orig")  # left with <name>_orig and no mask: forward raised)
             module._register_parameter(name, orig)
         raise
-    module.register_buffer(name + "_mask", _C._from_numpy(mask).to(orig.dtype))
+    module.register_buffer(name + "_mask", _C._from_numpy(np.ascontiguousarray(mask)).to(orig.dtype))
     if name not in pruned:
         module._set_computed_parameter(name, lambda m: _apply_mask(m, name))
+    _drop_hooks(module, name)  # torch's: the earlier method's hook goes, the container's comes last
+    module.register_forward_pre_hook(method)
     pruned[name] = method
     return method
+
+
+def _drop_hooks(module, name):
+    hooks = module._forward_pre_hooks
+    for key in [k for k, hook in hooks.items()
+                if isinstance(hook, BasePruningMethod) and getattr(hook, "_tensor_name", None) == name]:
+        del hooks[key]
 
 
 def identity(module, name):
@@ -339,6 +400,7 @@ def remove(module, name):
     module._remove_buffer(name + "_mask")
     module._register_parameter(name, orig)
     del pruned[name]
+    _drop_hooks(module, name)
     return module
 
 
