@@ -6,7 +6,7 @@ state dict holds torch's ``weight_orig`` / ``weight_mask`` keys. Pruning a tenso
 still kept (torch's PruningContainer: an amount is a share of what is left); ``remove`` makes it permanent.
 
 The masks are computed on the host (pruning is an occasional, offline step): L1 and Ln norms are torch's, and so
-are the entries kept among tied scores (_torch_topk replays aten's CPU topk); the random methods draw from tessel's
+are the entries kept among tied scores (tessel's topk runs aten's CPU algorithm); the random methods draw from tessel's
 generator (``tessel.manual_seed``), not torch's stream. Checked against torch 2.15 on the same weights: identical
 masks for L1 twice, L1- then L2-structured along a dim, structured then unstructured, and global L1 over two layers.
 As torch's, the method (a PruningContainer when repeated) is also listed in ``module._forward_pre_hooks``, where
@@ -18,7 +18,13 @@ import numbers
 import numpy as np
 
 from ... import _C
-from ._torch_topk import topk_indices
+
+def topk_indices(scores, k, largest):
+    """The positions torch.topk(scores.view(-1), k, largest=largest) picks, tied scores included (tessel's topk
+    runs aten's CPU algorithm: core/ops/scan_sort.h TopKIndicesLastDim)."""
+    rows = _C._from_numpy(np.ascontiguousarray(np.asarray(scores).reshape(1, -1)))
+    return _C._functional._topk_indices(rows, int(k), bool(largest), True).numpy().reshape(-1)
+
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
            "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured",
