@@ -35,6 +35,16 @@ def _shape(size):
     return [builtins.int(s) for s in size]
 
 
+def _size_arg(size_args, size, name):
+    """A factory's shape as positional sizes (zeros(2, 3), zeros((2, 3))) or torch's size= keyword (zeros(size=(2,
+    3))), as the tuple _shape reads."""
+    if size is None:
+        return size_args
+    if size_args:
+        raise TypeError("%s() received an invalid combination of arguments: got both positional sizes and size=" % name)
+    return (size,)
+
+
 _default_float = _dtypes.default_float
 _Dtype = _C.dtype  # tessel's own dtypes (the complex ones are tessel._complex.ComplexDType)
 
@@ -66,7 +76,8 @@ def _complex_full(size, value, dtype, requires_grad):
     return out.requires_grad_(True) if requires_grad else out
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False):
+    size = _size_arg(size_args, size, 'empty')
     if _plain_factory(dtype, device):
         t = _C._empty(_shape(size), dtype or _default_float())
         return t.requires_grad_(True) if requires_grad else t
@@ -76,7 +87,8 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
         return _finish(_C._empty(_shape(size), dtype or _dtypes.default_float()), requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False):
+    size = _size_arg(size_args, size, 'zeros')
     if _plain_factory(dtype, device):
         t = _C._full(_shape(size), 0.0, dtype or _default_float())
         return t.requires_grad_(True) if requires_grad else t
@@ -86,7 +98,8 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
         return _finish(_C._full(_shape(size), 0.0, dtype or _dtypes.default_float()), requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False):
+    size = _size_arg(size_args, size, 'ones')
     if _plain_factory(dtype, device):
         t = _C._full(_shape(size), 1.0, dtype or _default_float())
         return t.requires_grad_(True) if requires_grad else t
@@ -152,9 +165,13 @@ def new_filled(x, shape, value, dtype=None, requires_grad=False):
     return _finish(out, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "arange")
-    if end is None:
+    if start is None:  # arange(end=n)
+        if end is None:
+            raise TypeError("arange() missing 1 required positional argument: 'end'")
+        start = 0
+    elif end is None:
         start, end = 0, start
     if type(start) is builtins.int and type(end) is builtins.int and type(step) is builtins.int:
         ints = True  # fast path (arange(n)): nothing to convert
@@ -183,7 +200,8 @@ def _float_draw(dtype, kernel):
         raise RuntimeError('"%s" not implemented for \'%s\'' % (kernel, _torch_dtype_name(dtype)))
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    size = _size_arg(size_args, size, 'rand')
     if dtype is None and device is None:  # fast path: no dtype to check, no device context
         return _finish(_C._rand(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "check_uniform_bounds")
@@ -191,7 +209,8 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
         return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    size = _size_arg(size_args, size, 'randn')
     if dtype is None and device is None:  # fast path: no dtype to check, no device context
         return _finish(_C._randn(_shape(size), generator, _default_float()), requires_grad)
     _float_draw(dtype, "normal_kernel_cpu")
@@ -205,7 +224,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
         low, high, size = 0, low, high
     if high is None or size is None:
         raise TypeError("randint(low=0, high, size): high and size are required")
-    return _C._randint(builtins.int(low), builtins.int(high), _shape((size,)), generator, dtype or _dtypes.int64)
+    # torch's CPU randint is random_(low, high) on a new tensor: the generator's host stream (tessel._host_random)
+    return empty(*_shape((size,)), dtype=dtype or _dtypes.int64).random_(low, high, generator=generator)
 
 
 def host_rng(generator=None):

@@ -165,5 +165,25 @@ def test_exponential_draws_torchs_values():
             tessel.empty(2).exponential_(lam)
 
 
+def test_randint_draws_torchs_integers():
+    # randint drew from tessel's Philox stream; torch's CPU randint is random_(low, high) on a new tensor
+    tessel.manual_seed(0)
+    assert tessel.randint(0, 5, (4,)).tolist() == [4, 4, 3, 0]
+    assert tessel.randint(10, (2, 3)).tolist() == [[3, 9, 7], [3, 7, 3]]
+    gen = g(7)
+    assert tessel.randint(-3, 2 ** 40, (3,), generator=gen).tolist() == [752591849969, 108704903085, 291942178318]
+    assert tessel.randint(0, 7, (3,), generator=gen, dtype=tessel.float32).tolist() == [6.0, 1.0, 3.0]
+    assert tessel.randint(3, 10, size=(2,), generator=g(1)).tolist() == [3, 6]
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to', but got from=5 >= to=5"):
+        tessel.randint(5, 5, (2,))
+
+
+def test_factories_take_torchs_size_and_end_keywords():
+    for make in (tessel.rand, tessel.randn, tessel.zeros, tessel.ones, tessel.empty):
+        assert tuple(make(size=(2, 3)).shape) == (2, 3)  # TypeError: unexpected keyword argument 'size'
+        assert tuple(make([2, 3]).shape) == tuple(make(2, 3).shape) == (2, 3)
+    assert tessel.arange(end=3).tolist() == [0, 1, 2]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
