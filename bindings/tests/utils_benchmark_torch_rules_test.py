@@ -461,6 +461,124 @@ def test_fuzzer_errors_as_torch():
     assert repr(benchmark.ParameterAlias("n")) == "ParameterAlias[alias_to: n]"
 
 
+def test_task_spec_headings_and_edge_reprs_as_torch():
+    # (title, setup_str(), summarize()) as torch 2.15 prints them for the same specs
+    cases = [(dict(), ("f(x)", "", "f(x)")), (dict(label="L"), ("L", "", "L")),
+             (dict(label="", sub_label="s"), (": s", "", ": s")),
+             (dict(stmt="a\nb", description="d"), ("stmt:\n  a\n  b", "", "stmt:\n  a\n  b\n\nd")),
+             (dict(stmt="a\nb", setup="x\ny", description="d\ne"),
+              ("stmt:\n  a\n  b", "setup:\n  x\n  y", "stmt:\n  a\n  b\n\nd\ne\n\nsetup:\n  x\n  y\n")),
+             (dict(setup="q", sub_label="", description=""), ("f(x)", "setup: q", "f(x)\nsetup: q"))]
+    for kw, expected in cases:
+        spec = M([1.0], **kw).task_spec
+        assert (spec.title, spec.setup_str(), spec.summarize()) == expected, kw
+    # torch's repr of an empty statement: its heading is a blank line
+    assert _lines(M([1e-6, 2e-6], stmt="")) == (
+        "\n  Median: 150.00 ns\n  2 measurements, 10 runs per measurement, 1 thread\n"
+        "  WARNING: Interquartile range is 33.3% of the median measurement.\n"
+        "           This suggests significant environmental influence.")
+    assert M([1.0], stmt="", sub_label="").as_row_name == "[Unknown]"  # torch's
+
+
+def test_measurement_without_times_and_with_degenerate_times_as_torch():
+    m = benchmark.Measurement(1, [], benchmark.TaskSpec("a", "pass"))
+    # torch's placeholders while there are no times
+    assert (m.median, m.mean, m.iqr, m.has_warnings, m.times, m.meets_confidence()) == (-1.0, -1.0, 0.0, False,
+                                                                                          [], True)
+    with pytest.raises(ZeroDivisionError, match="float division by zero"):
+        m.significant_figures
+    m.raw_times.append(1.0)
+    assert (m.median, m.significant_figures) == (1.0, 4)  # torch's: times added later count
+    with pytest.raises(ZeroDivisionError, match="float division by zero"):  # torch's: the warning check divides
+        M([0.0, 0.0]).median
+    m = benchmark.Measurement(1, [1e-6, float("inf"), 2e-6, 3e-6, 1e-6], benchmark.TaskSpec("a", "pass"))
+    assert (m.median, m.iqr, m.has_warnings, m.significant_figures) == (2e-06, 2.0000000000000003e-06, True, 1)
+    assert _lines(m) == ("a\n  Median: 2.00 us\n  IQR:    2.00 us (1.00 to 3.00)\n"
+                         "  5 measurements, 1 runs per measurement, 1 thread\n"
+                         "  WARNING: Interquartile range is 100.0% of the median measurement.\n"
+                         "           This suggests significant environmental influence.")  # torch's
+    m = benchmark.Measurement(1, [1e-6, float("nan"), 2e-6, 3e-6], benchmark.TaskSpec("a", "pass"))
+    assert m.has_warnings and m.median != m.median  # torch's: a NaN median, and a warning
+    with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
+        repr(m)
+    # torch's rounding at the edges
+    assert benchmark.trim_sigfig(-3.14159, 2) == -3.1000001430511475 and benchmark.trim_sigfig(5, 2.0) == 5.0
+    with pytest.raises(OverflowError, match="cannot convert float infinity to integer"):
+        benchmark.trim_sigfig(0.0, 2)
+    with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
+        benchmark.select_unit(float("inf"))
+    assert benchmark.ordered_unique([3, 1, 3, 2, 1]) == [3, 1, 2]
+
+
+def test_compare_edge_layouts_as_torch():
+    # torch 2.15: no label gives an empty title; a band of num_threads=None gets no "threads:" rule
+    one = M([1e-6, 1.1e-6], description="d", num_threads=None)
+    assert str(benchmark.Compare([one])) == ('[--------  --------]\n            |    d  \n      f(x)  |  105.0\n\n'
+                                             'Times are in nanoseconds (ns).\n')
+    # torch's: an env is shown where it changes within a band, and "" counts as no change at a band's start
+    rows = [M([1e-6], description="d", env=""), M([2e-6], description="d", env="xy", stmt="g"),
+            M([2e-6], description="d", env="", stmt="h")]
+    assert str(benchmark.Compare(rows)) == (
+        '[---------  ---------]\n              |    d  \n1 threads: -----------\n        f(x)  |  100.0\n'
+        '        h     |  200.0\n  (xy)  g     |  200.0\n\nTimes are in nanoseconds (ns).\n')
+    # torch checks the results and then extends by the same iterable, so a generator adds nothing
+    assert str(benchmark.Compare(m for m in [M([1e-6], label="g", description="d")])) == ""
+    with pytest.raises(TypeError, match="'<' not supported between instances of 'NoneType' and 'str'"):
+        str(benchmark.Compare([M([1e-6], label="e", description="d", env="x"),
+                               M([1e-6], label="e", description="d", stmt="g")]))  # torch's: envs sort
+
+
+def test_timer_records_its_sources_as_torch():
+    t = benchmark.Timer("\n    x = 1  \n    y = 2   \n\n  ", setup="\n  a=1\n")
+    assert (t._task_spec.stmt, t._task_spec.setup) == ("x = 1  \ny = 2", "a=1")  # torch's
+    t = benchmark.Timer("\n  x;\n", setup="\n  y;\n", global_setup="\n  #include <a>\n", language="cpp")
+    # torch's: C++ stmt and setup tidied, global_setup kept verbatim
+    assert (t._task_spec.stmt, t._task_spec.setup, t._task_spec.global_setup) == ("x;", "y;", "\n  #include <a>\n")
+    assert benchmark.Timer("x;", language="cpp", globals={})._language == benchmark.Language.CPP
+    # torch checks the statement first, then the language, then global_setup
+    with pytest.raises(ValueError, match="^Currently only a `str` stmt is supported.$"):
+        benchmark.Timer(1, language="java")
+    with pytest.raises(ValueError, match="^Invalid language `java`.$"):
+        benchmark.Timer("x", language="java", global_setup="y")
+    with pytest.raises(ValueError, match="^If specified, `repeats` must be >= 1$"):  # before the statement runs
+        benchmark.Timer("undefined_name").collect_callgrind(repeats=0)
+
+
+class _Fixed(benchmark.FuzzedParameter):
+    """A parameter that always draws `value` (draws nothing from the state): the only way to reach an alias in
+    torch 2.15, whose inverted normalization check makes custom distributions undrawable."""
+
+    def __init__(self, name, value):
+        super().__init__(name, 1, 2, distribution="uniform")
+        self.value = value
+
+    def sample(self, state):
+        return self.value
+
+
+def test_fuzzer_aliases_and_constraint_iterables_as_torch():
+    PA = benchmark.ParameterAlias
+    f = benchmark.Fuzzer([_Fixed("a", PA("b")), _Fixed("b", PA("c")), _Fixed("c", PA("d")), _Fixed("d", 7),
+                          benchmark.FuzzedParameter("e", 1, 9, distribution="uniform")], [], seed=0)
+    assert [p for _, _, p in f.take(1)] == [{"a": 7, "b": 7, "c": 7, "d": 7, "e": 6}]  # torch's
+    f = benchmark.Fuzzer([_Fixed("a", PA("b")), _Fixed("b", PA("a")), _Fixed("c", PA("d")), _Fixed("d", 5)], [],
+                         seed=0)
+    # torch's message shows the values as the sweep that made no progress left them
+    with pytest.raises(ValueError, match=re.escape("ParameterAlias cycle detected\n{'a': ParameterAlias[alias_to: "
+                                                   "a], 'b': ParameterAlias[alias_to: a], 'c': 5, 'd': 5}")):
+        list(f.take(1))
+    with pytest.raises(KeyError, match="'zz'"):
+        list(benchmark.Fuzzer([_Fixed("a", PA("zz"))], [], seed=0).take(1))
+    # torch walks `constraints` itself at every attempt: a generator binds only the first attempt
+    f = benchmark.Fuzzer([benchmark.FuzzedParameter("n", 1, 3, distribution="uniform")], [],
+                         constraints=(c for c in [lambda p: p["n"] != 1]), seed=5)
+    assert [p["n"] for _, _, p in f.take(30)] == [2, 3, 3, 1, 2, 1, 1, 3, 1, 3, 1, 1, 2, 2, 1, 1, 2, 2, 3, 1, 3, 2,
+                                                  3, 3, 2, 2, 3, 2, 2, 3]  # torch's
+    with pytest.raises(ValueError, match="^invalid literal for int\\(\\) with base 10: 'nope'$"):  # torch's
+        benchmark.FuzzedTensor("x", size=("nope",)).satisfies_constraints({})
+    assert benchmark.FuzzedTensor("x", size=(2, 3), steps=(2,)).satisfies_constraints({})
+
+
 def test_benchmark_loads_lazily_by_torchs_paths():
     code = ("import sys, tessel; before = [m for m in ('tessel.utils.benchmark', 'tessel.utils.collect_env', "
             "'tessel.__config__') if m in sys.modules]; b = tessel.utils.benchmark; "

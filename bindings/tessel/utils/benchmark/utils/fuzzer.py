@@ -1,30 +1,53 @@
-"""torch.utils.benchmark's Fuzzer: random benchmark inputs from a seed. FuzzedParameters are drawn from a numpy
-RandomState (loguniform / uniform ranges or a {value: probability} table) and resampled until every constraint
-and every FuzzedTensor's size limits hold; FuzzedTensors are then built from the drawn sizes (tessel.rand for
-floating dtypes, randint(1, 127) otherwise), made non-contiguous by a random permutation or by steps.
+"""torch.utils.benchmark.utils.fuzzer for tessel: seeded random benchmark inputs.
 
-The draws follow torch's order call for call, so one seed gives torch's parameters, shapes, strides and
-layouts; the tensors' values come from tessel.manual_seed's stream (seeded from the same RandomState)."""
-import functools
-import itertools
+A Fuzzer step draws every FuzzedParameter from a numpy RandomState, redrawing the whole set until the user's
+constraints and every FuzzedTensor's size limits accept it, then builds each FuzzedTensor from the drawn sizes
+(tessel.rand for floating dtypes, randint(1, 127) otherwise), optionally strided by steps and laid out in a
+random dimension order.
+
+The RandomState is consumed in the order torch 2.15 consumes it (one value per parameter per attempt, then per
+tensor one uniform draw deciding the layout and, if it goes non-contiguous, permutations until one is not the
+identity). That order is part of the contract: a seed gives the parameters, shapes, strides and layouts torch
+gives. Tensor values come from tessel.manual_seed's generator, seeded from the same RandomState, so they repeat
+with the seed but are not torch's values.
+"""
+import math
 
 import numpy as np
 
 __all__ = ["Fuzzer", "FuzzedParameter", "ParameterAlias", "FuzzedTensor"]
 
-_DISTRIBUTIONS = ("loguniform", "uniform")
+_ATTEMPTS_PER_STEP = 1000
+
+
+def _checked_distribution(distribution, minval, maxval):
+    if not isinstance(distribution, dict):
+        if distribution not in ("loguniform", "uniform"):
+            raise AssertionError("Unknown distribution: %s" % (distribution,))
+        return distribution
+    if any(p < 0 for p in distribution.values()):
+        raise AssertionError("Probabilities cannot be negative")
+    # torch 2.15's test is inverted: it refuses a table that sums to one and accepts any other (which numpy's
+    # choice then refuses at the first draw). Mirrored, so a script fails or passes here where it does there.
+    if abs(sum(distribution.values()) - 1) <= 1e-5:
+        raise AssertionError("Distribution is not normalized")
+    if minval is not None:
+        raise AssertionError("When passing a custom distribution, 'minval' must be None")
+    if maxval is not None:
+        raise AssertionError("When passing a custom distribution, 'maxval' must be None")
+    return distribution
 
 
 class FuzzedParameter:
-    """A named value drawn per step: distribution "loguniform" (an int, uniform in log2 between minval and
-    maxval), "uniform" (an int when both bounds are ints, else a float) or a {value: probability} dict (values
-    may be ParameterAliases). A strict parameter keeps its first draw while the others are resampled."""
+    """A named value drawn anew at every step. distribution: "loguniform" (an int spread evenly over the exponents
+    of two between minval and maxval), "uniform" (an int when both bounds are ints, else a float) or a
+    {value: probability} dict whose values may be ParameterAliases. A strict parameter keeps the value of its
+    step's first attempt while the others are redrawn."""
 
     def __init__(self, name, minval=None, maxval=None, distribution=None, strict=False):
         self._name = name
-        self._minval = minval
-        self._maxval = maxval
-        self._distribution = self._check_distribution(distribution)
+        self._bounds = (minval, maxval)
+        self._law = _checked_distribution(distribution, minval, maxval)
         self.strict = strict
 
     @property
@@ -32,53 +55,26 @@ class FuzzedParameter:
         return self._name
 
     def sample(self, state):
-        if self._distribution == "loguniform":
-            return self._loguniform(state)
-        if self._distribution == "uniform":
-            return self._uniform(state)
-        if isinstance(self._distribution, dict):
-            return self._custom_distribution(state)
-
-    def _check_distribution(self, distribution):
-        if not isinstance(distribution, dict):
-            if distribution not in _DISTRIBUTIONS:
-                raise AssertionError("Unknown distribution: %s" % (distribution,))
-            return distribution
-        if any(p < 0 for p in distribution.values()):
-            raise AssertionError("Probabilities cannot be negative")
-        # torch 2.15's check is inverted: a table summing to one is refused and any other accepted (numpy's
-        # choice then refuses it at the first draw). Kept, so a script fails or passes here as it does there.
-        if abs(sum(distribution.values()) - 1) <= 1e-5:
-            raise AssertionError("Distribution is not normalized")
-        if self._minval is not None:
-            raise AssertionError("When passing a custom distribution, 'minval' must be None")
-        if self._maxval is not None:
-            raise AssertionError("When passing a custom distribution, 'maxval' must be None")
-        return distribution
-
-    def _loguniform(self, state):
-        low = np.log2(self._minval) if self._minval is not None else None
-        high = np.log2(self._maxval) if self._maxval is not None else None
-        value = int(2 ** state.uniform(low=low, high=high))
-        if self._minval is not None and value < self._minval:
-            return self._minval
-        if self._maxval is not None and value > self._maxval:
-            return self._maxval
-        return value
-
-    def _uniform(self, state):
-        if isinstance(self._minval, int) and isinstance(self._maxval, int):
-            return int(state.randint(low=self._minval, high=self._maxval + 1))
-        return state.uniform(low=self._minval, high=self._maxval)
-
-    def _custom_distribution(self, state):
-        # an index is drawn rather than a key, so the keys keep their Python types
-        index = state.choice(np.arange(len(self._distribution)), p=tuple(self._distribution.values()))
-        return list(self._distribution)[index]
+        low, high = self._bounds
+        if isinstance(self._law, dict):
+            # draw a position rather than a key: numpy would turn the keys into one array dtype
+            values = list(self._law)
+            return values[state.choice(np.arange(len(values)), p=tuple(self._law.values()))]
+        if self._law == "uniform":
+            if isinstance(low, int) and isinstance(high, int):
+                return int(state.randint(low=low, high=high + 1))
+            return state.uniform(low=low, high=high)
+        exponent = state.uniform(low=None if low is None else np.log2(low),
+                                 high=None if high is None else np.log2(high))
+        value = int(2 ** exponent)
+        # truncation (or 2 ** log2(bound) an ulp short) can fall under minval; a bound is returned as given
+        if low is not None and value < low:
+            return low
+        return high if high is not None and value > high else value
 
 
 class ParameterAlias:
-    """Stands for another parameter's value (as a choice of a custom distribution: "same as x_len")."""
+    """Stands for another parameter's value, e.g. as one choice of a custom distribution ("same as n")."""
 
     def __init__(self, alias_to):
         self.alias_to = alias_to
@@ -87,7 +83,23 @@ class ParameterAlias:
         return "ParameterAlias[alias_to: %s]" % (self.alias_to,)
 
 
-def dtype_size(dtype):
+def _dealias(drawn):
+    """drawn with every ParameterAlias replaced by the value it stands for. Each sweep replaces, in order, an
+    alias by the current value of its target, so chains resolve over sweeps; a sweep that resolves nothing
+    means a cycle, and the error shows the values as that sweep left them (as torch's does)."""
+    values = dict(drawn)
+    pending = [k for k, v in values.items() if isinstance(v, ParameterAlias)]
+    while pending:
+        for key in pending:
+            values[key] = values[values[key].alias_to]
+        still = [k for k in pending if isinstance(values[k], ParameterAlias)]
+        if len(still) == len(pending):
+            raise ValueError("ParameterAlias cycle detected\n%s" % (values,))
+        pending = still
+    return values
+
+
+def _bytes_per_element(dtype):
     import tessel
     if dtype == tessel.bool:
         return 1
@@ -95,32 +107,36 @@ def dtype_size(dtype):
     return int(info.bits / 8)
 
 
-def prod(values, base=1):
-    """The product in Python integers (numpy's int64 could wrap to a negative size that passes the limits)."""
-    return functools.reduce(lambda x, y: int(x) * int(y), values, base)
+def _non_identity_order(state, ndim):
+    """A random dimension order that is not the identity (there is none with fewer than two dimensions)."""
+    identity = np.arange(ndim)
+    order = identity
+    while ndim > 1 and (order == identity).all():
+        order = state.permutation(ndim)
+    return order
 
 
 class FuzzedTensor:
-    """A tensor named `name` of `size` (ints or parameter names), optionally allocated `steps` times larger and
-    sliced with those steps, permuted into a non-contiguous layout with probability 1 - probability_contiguous,
-    truncated or padded with ones to dim_parameter dimensions; min_elements / max_elements /
-    max_allocation_bytes reject a step's parameters."""
+    """A tensor `name` of `size` (ints or parameter names). With `steps` it is allocated that many times larger
+    per dimension and sliced with those steps; with probability 1 - probability_contiguous its memory is laid
+    out in a random dimension order; with dim_parameter its dimensions are cut to, or padded with ones to, that
+    parameter. min_elements, max_elements and max_allocation_bytes reject a step's parameters. roll_parameter
+    is accepted and unused, as in torch."""
 
     def __init__(self, name, size, steps=None, probability_contiguous=0.5, min_elements=None, max_elements=None,
                  max_allocation_bytes=None, dim_parameter=None, roll_parameter=None, dtype=None, cuda=False,
                  tensor_constructor=None):
         import tessel
         self._name = name
-        self._size = size
-        self._steps = steps
-        self._probability_contiguous = probability_contiguous
-        self._min_elements = min_elements
-        self._max_elements = max_elements
-        self._max_allocation_bytes = max_allocation_bytes
-        self._dim_parameter = dim_parameter
+        self._size_spec = size
+        self._step_spec = steps
+        self._p_contiguous = probability_contiguous
+        self._element_range = (min_elements, max_elements)
+        self._byte_limit = max_allocation_bytes
+        self._rank_param = dim_parameter
         self._dtype = tessel.float32 if dtype is None else dtype
-        self._cuda = cuda
-        self._tensor_constructor = tensor_constructor
+        self._to_cuda = cuda
+        self._make = tensor_constructor or self.default_tensor_constructor
 
     @property
     def name(self):
@@ -130,116 +146,114 @@ class FuzzedTensor:
     def default_tensor_constructor(size, dtype, **kwargs):
         import tessel
         if dtype.is_floating_point or dtype.is_complex:
-            return tessel.rand(size, dtype=dtype, device="cpu")  # (torch's call passes size=, which tessel lacks)
+            return tessel.rand(size, dtype=dtype, device="cpu")
         return tessel.randint(1, 127, size, dtype=dtype, device="cpu")
 
-    def _make_tensor(self, params, state):
-        size, steps, allocation_size = self._get_size_and_steps(params)
-        constructor = self._tensor_constructor or self.default_tensor_constructor
-        raw = constructor(size=allocation_size, dtype=self._dtype, **params)
-        if self._cuda:
-            raw = raw.cuda()
-        dim = len(size)
-        order = np.arange(dim)
-        if state.rand() > self._probability_contiguous:
-            # memory laid out in a random order (never the identity), the shape as asked
-            while dim > 1 and np.all(order == np.arange(dim)):
-                order = state.permutation(raw.dim())
-            raw = raw.permute(tuple(int(i) for i in order)).contiguous()
-            raw = raw.permute(tuple(int(i) for i in np.argsort(order)))
-        tensor = raw[tuple(slice(0, n * step, step) for n, step in zip(size, steps))]
-        properties = {"numel": tensor.numel(), "order": order, "steps": steps,
-                      "is_contiguous": tensor.is_contiguous(), "dtype": str(self._dtype)}
-        return tensor, properties
+    def _shape(self, params):
+        """(size, steps, allocated size) for these parameter values, each as long as the tensor's rank."""
+        rank = len(self._size_spec) if self._rank_param is None else params[self._rank_param]
 
-    def _get_size_and_steps(self, params):
-        dim = params[self._dim_parameter] if self._dim_parameter is not None else len(self._size)
-
-        def resolve(values):
-            values = tuple(params.get(v, v) for v in values)[:dim]
-            return values + (1,) * (dim - len(values))
-        size, steps = resolve(self._size), resolve(self._steps or ())
+        def fitted(entries):
+            # a name reads its parameter's value; a missing entry is 1
+            values = [params.get(e, e) for e in entries][:rank]
+            return tuple(values + [1] * (rank - len(values)))
+        size, steps = fitted(self._size_spec), fitted(self._step_spec or ())
         return size, steps, tuple(n * step for n, step in zip(size, steps))
 
     def satisfies_constraints(self, params):
-        size, _, allocation_size = self._get_size_and_steps(params)
-        n = prod(size)
-        if n < 0:
+        size, _, allocated = self._shape(params)
+        # Python integers: numpy's int64 could wrap to a negative count that slips under the limits
+        count = math.prod(int(n) for n in size)
+        if count < 0:
             raise AssertionError("Computed number of elements is negative")
-        allocation_bytes = prod(allocation_size, base=dtype_size(self._dtype))
+        nbytes = math.prod(int(n) for n in allocated) * _bytes_per_element(self._dtype)
+        low, high = self._element_range
+        too_few = low is not None and count < low
+        too_many = high is not None and count > high
+        too_big = self._byte_limit is not None and nbytes > self._byte_limit
+        return not (too_few or too_many or too_big)
 
-        def above(left, right):
-            return left is not None and right is not None and left > right
-        return not (above(n, self._max_elements) or above(self._min_elements, n)
-                    or above(allocation_bytes, self._max_allocation_bytes))
+    def _build(self, params, state):
+        """(tensor, its properties) for one step. Consumes one uniform draw, plus the permutations, from state."""
+        size, steps, allocated = self._shape(params)
+        base = self._make(size=allocated, dtype=self._dtype, **params)
+        if self._to_cuda:
+            base = base.cuda()
+        order = np.arange(len(size))
+        if state.rand() > self._p_contiguous:
+            order = _non_identity_order(state, base.dim())
+            # store the data in `order`'s dimension order, then view it back in the logical one
+            base = base.permute(tuple(order.tolist())).contiguous().permute(tuple(np.argsort(order).tolist()))
+        tensor = base[tuple(slice(0, n * step, step) for n, step in zip(size, steps))]
+        return tensor, {"numel": tensor.numel(), "order": order, "steps": steps,
+                        "is_contiguous": tensor.is_contiguous(), "dtype": str(self._dtype)}
+
+
+def _flatten(items, kind):
+    """items may mix single objects of `kind` with iterables of them (one level deep)."""
+    flat = []
+    for item in items:
+        if isinstance(item, kind):
+            flat.append(item)
+        else:
+            flat.extend(item)
+    return tuple(flat)
 
 
 class Fuzzer:
-    """take(n) yields n steps of (tensors, tensor_properties, params), each a dict keyed by name; the same seed
-    gives the same steps (a seed of None draws one)."""
+    """take(n) yields n steps of (tensors, tensor_properties, params), dicts keyed by name. The same seed gives
+    the same steps; seed=None picks one at random."""
 
     def __init__(self, parameters, tensors, constraints=None, seed=None):
         if seed is None:
-            seed = int(np.random.RandomState().randint(0, 2 ** 32 - 1, dtype=np.int64))
+            seed = int(np.random.default_rng().integers(2 ** 32 - 1))
         self._seed = seed
-        self._parameters = Fuzzer._unpack(parameters, FuzzedParameter)
-        self._tensors = Fuzzer._unpack(tensors, FuzzedTensor)
-        self._constraints = constraints or ()
-        overlap = {p.name for p in self._parameters} & {t.name for t in self._tensors}
-        if overlap:
-            raise ValueError("Duplicate names in parameters and tensors: %s" % (overlap,))
-        self._rejections = 0
-        self._total_generated = 0
-
-    @staticmethod
-    def _unpack(values, cls):
-        return tuple(itertools.chain.from_iterable([v] if isinstance(v, cls) else v for v in values))
+        self._param_specs = _flatten(parameters, FuzzedParameter)
+        self._tensor_specs = _flatten(tensors, FuzzedTensor)
+        shared = {p.name for p in self._param_specs} & {t.name for t in self._tensor_specs}
+        if shared:
+            raise ValueError("Duplicate names in parameters and tensors: %s" % (shared,))
+        # kept as given, not copied into a tuple: torch walks the object itself at every attempt, so a generator
+        # of constraints only binds the first attempt there, and does here too
+        self._checks = constraints or ()
+        self._attempts = 0
+        self._rejected = 0
 
     def take(self, n):
         import tessel
         state = np.random.RandomState(self._seed)
+        # the tensors' values follow from the seed too, through tessel's generator
         tessel.manual_seed(int(state.randint(low=0, high=2 ** 63, dtype=np.int64)))
         for _ in range(n):
-            params = self._generate(state)
+            params = self._draw_params(state)
             tensors, properties = {}, {}
-            for t in self._tensors:
-                tensors[t.name], properties[t.name] = t._make_tensor(params, state)
+            for t in self._tensor_specs:
+                tensors[t.name], properties[t.name] = t._build(params, state)
             yield tensors, properties, params
 
     @property
     def rejection_rate(self):
-        return self._rejections / self._total_generated if self._total_generated else 0.0
+        return self._rejected / self._attempts if self._attempts else 0.0
 
-    def _generate(self, state):
-        strict = {}
-        for _ in range(1000):
-            params = {}
-            for p in self._parameters:
-                if p.strict and p.name in strict:
-                    params[p.name] = strict[p.name]
+    def _acceptable(self, params):
+        # the user's constraints first, as torch checks them; they may assume nothing about tensor limits
+        return all(check(params) for check in self._checks) and all(
+            t.satisfies_constraints(params) for t in self._tensor_specs)
+
+    def _draw_params(self, state):
+        held = {}  # strict parameters' values, fixed at the step's first attempt
+        for _ in range(_ATTEMPTS_PER_STEP):
+            drawn = {}
+            for p in self._param_specs:
+                if p.strict:
+                    if p.name not in held:
+                        held[p.name] = p.sample(state)
+                    drawn[p.name] = held[p.name]
                 else:
-                    params[p.name] = p.sample(state)
-                    if p.strict:
-                        strict[p.name] = params[p.name]
-            params = self._resolve_aliases(params)
-            self._total_generated += 1
-            if not all(f(params) for f in self._constraints) or not all(
-                    t.satisfies_constraints(params) for t in self._tensors):
-                self._rejections += 1
-                continue
-            return params
+                    drawn[p.name] = p.sample(state)
+            params = _dealias(drawn)
+            self._attempts += 1
+            if self._acceptable(params):
+                return params
+            self._rejected += 1
         raise ValueError("Failed to generate a set of valid parameters.")
-
-    @staticmethod
-    def _resolve_aliases(params):
-        params = dict(params)
-        pending = sum(isinstance(v, ParameterAlias) for v in params.values())
-        while pending:
-            for k in list(params):
-                if isinstance(params[k], ParameterAlias):
-                    params[k] = params[params[k].alias_to]
-            still = sum(isinstance(v, ParameterAlias) for v in params.values())
-            if still == pending:
-                raise ValueError("ParameterAlias cycle detected\n%s" % (params,))
-            pending = still
-        return params
