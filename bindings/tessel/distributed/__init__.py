@@ -1,8 +1,8 @@
 """tessel.distributed: torch.distributed's process-group functions.
 
-The default process group is per thread: a process under ``tessel_run`` (gloo, torchrun's environment
-variables) has one; each rank thread of ``tessel.run_ranks(n, fn)`` (threads backend) has its own. So the
-same script body runs unchanged as n processes or as n threads.
+The default process group is the process's, as torch's (every thread of a process under ``tessel_run`` or
+mp.spawn sees it); each rank thread of ``tessel.run_ranks(n, fn)`` (threads backend) is a process of its own and
+has its own. So the same script body runs unchanged as n processes or as n threads.
 
     import tessel.distributed as dist
     def main():
@@ -17,6 +17,7 @@ import inspect
 import os
 import sys
 import threading
+import types
 import warnings
 
 from .. import _C
@@ -29,44 +30,53 @@ from .._dtypes import int64 as _int64
 DistError, DistBackendError, DistNetworkError = _C.DistError, _C.DistBackendError, _C.DistNetworkError
 DistStoreError, QueueEmptyError, DistTimeoutError = _C.DistStoreError, _C.QueueEmptyError, _C.DistTimeoutError
 
-_local = threading.local()
+
+class _GroupState:
+    """Where the default group and its bookkeeping live: one namespace for the process (torch's: a thread a
+    script starts sees the group its main thread joined), and one per run_ranks rank thread, each rank being a
+    process of its own."""
+    __slots__ = ("_threads", "_process")
+
+    def __init__(self):
+        object.__setattr__(self, "_threads", threading.local())
+        object.__setattr__(self, "_process", types.SimpleNamespace())
+
+    def _space(self):
+        return self._threads if getattr(self._threads, "in_run_ranks", False) else self._process
+
+    def __getattr__(self, name):
+        return getattr(self._space(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._space(), name, value)
+
+    def __delattr__(self, name):
+        delattr(self._space(), name)
+
+
+_local = _GroupState()
 
 
 def run_ranks(world_size, fn):
     """Runs fn(world) on world_size in-process ranks (threads backend); in each rank thread the default
     process group is that rank's world. Rethrows the first failure."""
     def rank_fn(world):
-        _local.world, _local.initialized, _local.in_run_ranks = world, False, True
+        rank = _local._threads
+        rank.in_run_ranks = True  # first: the assignments below go to this thread's namespace
+        rank.world, rank.initialized = world, False
         try:
             fn(world)
         finally:
-            _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
-            _local.meshes, _local.groups = None, []
+            rank.world, rank.initialized, rank.mesh, rank.store = None, False, None, None
+            rank.meshes, rank.groups = None, []
+            rank.in_run_ranks = False
 
     _C.run_ranks(world_size, rank_fn)
 
 
 # torch.distributed.Store and its kinds: _store.py
-from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: E402,F401
-
-
-def _rendezvous_env(init_method, world_size, rank):
-    """torch's explicit rendezvous (mp.spawn scripts): rank= and world_size= (and init_method
-    "tcp://host:port" or "env://") fill the environment tessel_run would have set."""
-    if "WORLD_SIZE" in os.environ or rank < 0 or world_size < 1:
-        return
-    if init_method not in (None, "env://"):
-        if not init_method.startswith("tcp://") or ":" not in init_method[len("tcp://"):]:
-            raise ValueError("init_process_group: init_method '%s' is not supported (tcp://host:port, "
-                             "file:///path or env://)" % init_method)
-        host, port = init_method[len("tcp://"):].rsplit(":", 1)
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
-    for var in ("MASTER_ADDR", "MASTER_PORT"):  # (rank= and world_size= given: torch's env:// needs these)
-        if not os.environ.get(var):
-            raise _env_error(var, "init_process_group(rank=%d, world_size=%d): set MASTER_ADDR and MASTER_PORT, "
-                             "or pass init_method='tcp://host:port'" % (rank, world_size))
-    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world_size)
-    os.environ.setdefault("LOCAL_WORLD_SIZE", str(world_size))  # one node: split the cores over the ranks
+from ._store import FileStore, HashStore, PrefixStore, Store, TCPStore, _network_error  # noqa: E402,F401
+from ._rendezvous import check_arguments as _check_init_arguments, rendezvous as _rendezvous  # noqa: E402
 
 
 def _env_error(var, hint):
@@ -76,7 +86,7 @@ def _env_error(var, hint):
                                    "variable %s expected, but not set (%s)" % (var, hint))
 
 
-def _init_world():
+def _init_world(timeout=None):
     """This thread's world group: the run_ranks rank's, else the gloo world from tessel_run's environment."""
     world = getattr(_local, "world", None)
     if world is None:
@@ -85,7 +95,22 @@ def _init_world():
                 raise _env_error(var, "no ranks to join: run under tessel_run (it sets RANK, WORLD_SIZE, "
                                  "MASTER_ADDR, MASTER_PORT), inside tessel.run_ranks(n, fn), or pass rank= and "
                                  "world_size= (tessel.multiprocessing.spawn, as torch's mp.spawn)")
-        world = _C.init_process_group()
+        saved = os.environ.get("TESSEL_COMM_TIMEOUT_MS")
+        if timeout is not None:  # the C++ rendezvous reads its deadline there; the caller's environment stays
+            os.environ["TESSEL_COMM_TIMEOUT_MS"] = str(max(1, int(timeout.total_seconds() * 1000)))
+        try:
+            world = _C.init_process_group()
+        except RuntimeError as e:
+            network = _network_error(e)
+            if network is None:
+                raise
+            raise network from None
+        finally:
+            if timeout is not None:
+                if saved is None:
+                    os.environ.pop("TESSEL_COMM_TIMEOUT_MS", None)
+                else:
+                    os.environ["TESSEL_COMM_TIMEOUT_MS"] = saved
         _local.world = world
     if not getattr(_local, "initialized", False):
         _local.pg_count = 1  # get_pg_count: the default group (torch's _world.group_count)
@@ -95,14 +120,12 @@ def _init_world():
 
 def _init_world_with_store(store, rank, world_size, timeout):
     """torch's init_process_group(store=...): the gloo world rendezvousing through the caller's store."""
-    if not isinstance(store, Store):
+    if not isinstance(store, Store) or store._impl is None:
         raise TypeError("init_process_group: store must be a tessel.distributed Store, got %s" % type(store).__name__)
-    if rank < 0 or world_size < 1:
-        raise ValueError("init_process_group: rank and world_size must be given with store (got rank=%d, "
-                         "world_size=%d)" % (rank, world_size))
     _local.world = _C._init_process_group_with_store(store._impl, int(rank), int(world_size),
                                                      timeout if timeout is not None else store.timeout,
                                                      getattr(store, "host", ""))
+    _local.store = store  # the group's: a FileStore's folder stays until destroy_process_group, as torch's file
 
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
@@ -113,18 +136,15 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     gloo) are accepted and change nothing."""
     if is_initialized():
         raise ValueError("trying to initialize the default process group twice!")
-    if backend not in (None, "gloo", "cpu:gloo", "threads"):
-        raise ValueError("init_process_group: backend '%s' is not available from Python (gloo, or threads "
-                         "under tessel.run_ranks)" % backend)
-    if init_method is not None and init_method.startswith("file://") and store is None:
-        store = FileStore(init_method[len("file://"):], world_size)  # torch's file:// rendezvous
-    if store is not None and getattr(_local, "world", None) is None:
-        _init_world_with_store(store, rank, world_size, timeout)
-    if getattr(_local, "world", None) is None:
-        _rendezvous_env(init_method, world_size, rank)
-        if timeout is not None and "WORLD_SIZE" in os.environ:  # the gloo rendezvous waits this long too
-            os.environ["TESSEL_COMM_TIMEOUT_MS"] = str(max(1, int(timeout.total_seconds() * 1000)))
-    world = _init_world()
+    _check_init_arguments(backend, init_method, timeout, world_size, rank, store, device_id)
+    if getattr(_local, "world", None) is None:  # (a run_ranks rank has its world already)
+        if store is None:
+            found = _rendezvous(init_method, rank, world_size, timeout)
+            if found is not None:
+                store, rank, world_size = found
+        if store is not None:
+            _init_world_with_store(store, rank, world_size, timeout)
+    world = _init_world(timeout)
     if getattr(_local, "in_run_ranks", False) and getattr(_local, "departed", False):
         # back in its groups after a destroy_process_group: a rendezvous of every rank, as torch's init
         _C._threads_set_departed(world, False)
@@ -359,6 +379,8 @@ def destroy_process_group(group=None):
     (the threads backend ends with run_ranks), so init_process_group may be called again. A subgroup (or
     NON_GROUP_MEMBER) leaves the default group alone, as torch: the subgroup is released with its last
     reference."""
+    if group is None and not is_initialized():
+        raise AssertionError("Process group cannot be None")  # torch's: there is no default group to leave
     if group is not None and group is not getattr(_local, "world", None):
         return
     if getattr(_local, "world", None) is not None:
@@ -372,7 +394,7 @@ def destroy_process_group(group=None):
         _C._threads_set_departed(_local.world, True)
         _local.departed = True
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
-    _local.groups = []
+    _local.groups, _local.store = [], None
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 

@@ -10,8 +10,11 @@ ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCH
 TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_ERROR_FILE (one per rank: @record writes the exception there), and
 OMP_NUM_THREADS=1 when it is unset and there are several workers (torchrun's default). The workers'
 init_process_group() reads them. When a worker fails, the others are stopped at once (a failed peer is an error
-now, not after the collective timeout), the group is restarted up to --max-restarts times, and then the launcher
-exits 1 after printing the first failure's exception and traceback as the root cause. Rendezvous is static (the
+now, not after the collective timeout), the group is restarted up to --max-restarts times, and then main() raises
+torch's ChildFailedError: every rank that ended non-zero (those the stop ended too), the first failure's exception
+and traceback as the root cause (the launcher exits 1 with it). A "${local_rank}" in an argument becomes the
+worker's local rank (torch's macro; python -m tessel.distributed.launch, the legacy launcher, passes
+--local-rank=${local_rank} unless --use-env). Rendezvous is static (the
 node count fixed, --node-rank given for more than one node): elastic membership changes are not supported.
 The launcher is Python so that a pip-installed tessel has one (the C++ tessel-run of the repository is the same
 protocol).
@@ -37,7 +40,9 @@ import tempfile
 import time
 import uuid
 
-__all__ = ["main", "get_args_parser", "run_workers"]
+from .elastic.utils import macros
+
+__all__ = ["main", "run", "parse_args", "config_from_args", "get_args_parser", "run_workers"]
 
 
 def get_args_parser():
@@ -116,13 +121,15 @@ def _nproc(text):
 
 
 def _command(args):
+    # the legacy launcher (tessel.distributed.launch) without --use-env: each worker also gets --local-rank=<its>
+    local = [] if getattr(args, "use_env", True) else ["--local-rank=${local_rank}"]
     if args.no_python:
         if args.module:
             raise SystemExit("tessel.distributed.run: --no-python and --module are exclusive")
-        return [args.training_script] + args.training_script_args
+        return [args.training_script] + local + args.training_script_args
     if args.module:
-        return [sys.executable, "-u", "-m", args.training_script] + args.training_script_args
-    return [sys.executable, "-u", args.training_script] + args.training_script_args
+        return [sys.executable, "-u", "-m", args.training_script] + local + args.training_script_args
+    return [sys.executable, "-u", args.training_script] + local + args.training_script_args
 
 
 def _streams(spec, nproc, what):
@@ -247,6 +254,27 @@ def _root_cause(local, proc, error_file):
     return message["message"], message.get("extraInfo", {}).get("py_callstack", "")
 
 
+def _failures(procs, files, root, first_rank):
+    """{global rank: ProcessFailure} of the workers that ended non-zero (the root cause first, then those the stop
+    ended, as torch's agent lists them); read while the error files still exist. The root cause carries the
+    earliest time of them all, so ChildFailedError's first failure is the one the launcher chose (a crash writes
+    no error file, and its peers' later files would otherwise predate it)."""
+    from .elastic.multiprocessing.errors import ProcessFailure
+
+    def failure(i):
+        p = procs[i]
+        try:
+            return ProcessFailure(i, p.pid, p.returncode, files[i])
+        except (OSError, ValueError, KeyError, TypeError):  # (a torn error file: reported without it)
+            return ProcessFailure(i, p.pid, p.returncode, "")
+    out = {first_rank + root: failure(root)}
+    for i, p in enumerate(procs):
+        if i != root and p.returncode not in (None, 0):
+            out[first_rank + i] = failure(i)
+    out[first_rank + root].timestamp = min(f.timestamp for f in out.values())
+    return out
+
+
 def _signal_group(p, signum):
     """signum to worker p and the processes it started (each worker leads its own session, as torch's; Linux does
     not reuse a pid while a live process still has it as its group id)."""
@@ -303,6 +331,9 @@ def run_workers(command, nproc, **kwargs):
     running = []  # the current attempt's workers
     grace = kwargs.get("shutdown_timeout", 30.0)
     handled = kwargs.pop("signals", (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT))
+    # The command line exits after a signal: restoring the handlers then let a second signal, sent while it exits,
+    # kill it (SIGINT's default action once Python finalizes) instead of being ignored
+    keep_ignoring = kwargs.pop("keep_ignoring_after_signal", False)
 
     def on_signal(signum, frame):
         for s in handled:  # a second signal while the workers stop would cut the shutdown short (and orphan them)
@@ -317,6 +348,8 @@ def run_workers(command, nproc, **kwargs):
         print("[tessel.distributed.run] received signal %d: stopping the workers" % e.signum, file=sys.stderr,
               flush=True)
         _stop(running, grace, e.signum)
+        if keep_ignoring:
+            previous.clear()
         return 128 + e.signum
     except BaseException:  # (a KeyboardInterrupt where SIGINT is not handled, any launcher error): the workers
         _stop(running, grace)  # lead their own sessions, so nothing else would stop them
@@ -328,7 +361,7 @@ def run_workers(command, nproc, **kwargs):
 
 def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr="127.0.0.1", master_port=29500,
                   max_restarts=0, monitor_interval=0.1, run_id=None, role="default", env=None, log=sys.stderr,
-                  logs=None, shutdown_timeout=30.0, omp_banner=False):
+                  logs=None, shutdown_timeout=30.0, omp_banner=False, failures=None):
     run_id = run_id or uuid.uuid4().hex[:8]
     logs = logs or _Logs(None, {}, {}, None, "", role)
     base = dict(os.environ if env is None else env)
@@ -351,8 +384,10 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                                                 restart=restart, max_restarts=max_restarts),
                              TORCHELASTIC_ERROR_FILE=files[-1])
                 kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
+                # ${local_rank} in an argument is the worker's (torch's macro: the legacy launcher's --local-rank)
+                argv = macros.substitute(command, str(local))
                 # its own session: a stop reaches the processes it starts too (torch's start_new_session)
-                procs.append(subprocess.Popen(command, env=env_r, start_new_session=True, **kwargs))
+                procs.append(subprocess.Popen(argv, env=env_r, start_new_session=True, **kwargs))
                 running.append(procs[-1])
                 logs.start(procs[-1], pumps)
             failed = None
@@ -373,7 +408,7 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
             _stop(procs, shutdown_timeout)
             logs.close()
             rank = node_rank * nproc + failed
-            message, stack = _root_cause(failed, procs[failed], files[failed])
+            message, _ = _root_cause(failed, procs[failed], files[failed])
             if restart < max_restarts:
                 print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
                       % (rank, code, restart + 1, max_restarts), file=log, flush=True)
@@ -384,17 +419,89 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                                                     else "?", -code)
             print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), %s"
                   % (rank, failed, how), file=log)
-            if message:
+            if message:  # (its traceback: in the ChildFailedError the caller raises)
                 print("[tessel.distributed.run]   " + message, file=log)
-                for line in stack.rstrip().splitlines():
-                    print("[tessel.distributed.run]   " + line, file=log)
             log.flush()
+            if failures is not None:
+                failures.update(_failures(procs, files, failed, node_rank * nproc))
             return 1
     return 1
 
 
-def main(argv=None):
-    args = get_args_parser().parse_args(argv)
+def parse_args(args):
+    return get_args_parser().parse_args(args)
+
+
+def entrypoint_name(entrypoint, args):
+    """What ChildFailedError calls the job (torch's rule): a function's name; for the Python interpreter the
+    first argument that is not an option (the script, or the module after -m); else the command."""
+    if callable(entrypoint):
+        return entrypoint.__name__
+    if isinstance(entrypoint, str):
+        return next((a for a in args if not a.startswith("-")), "") if entrypoint == sys.executable else entrypoint
+    return ""
+
+
+def run_script_path(training_script, *training_script_args):
+    """Runs the script in this interpreter as __main__ with the given argv (torch's --run-path entry point)."""
+    import runpy
+    sys.argv = [training_script] + list(training_script_args)
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def _rdzv_conf(text):
+    conf = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError("The rendezvous configuration string must be in format "
+                             "<key1>=<value1>,...,<keyN>=<valueN>.")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def config_from_args(args):
+    """(LaunchConfig, entrypoint, entrypoint args) for parse_args' result, as torch's: the entrypoint is the
+    interpreter (args "-u", ["-m"], the script, ...), the command itself with --no-python, or run_script_path
+    with --run-path; the static rendezvous' node rank is in rdzv_configs["rank"]."""
+    from .launcher.api import LaunchConfig
+    lo, _, hi = str(args.nnodes).partition(":")
+    min_nodes, max_nodes = int(lo), int(hi or lo)
+    if not 0 < min_nodes <= max_nodes:
+        raise AssertionError("min_nodes must be > 0 and <= max_nodes, got min_nodes=%d, max_nodes=%d"
+                             % (min_nodes, max_nodes))
+    if args.max_restarts < 0:
+        raise AssertionError("max_restarts must be >= 0")
+    conf = _rdzv_conf(args.rdzv_conf)
+    if args.rdzv_backend == "static":
+        conf["rank"] = args.node_rank or 0
+    endpoint = args.rdzv_endpoint
+    if args.rdzv_backend == "static" and not endpoint:
+        endpoint = "%s:%s" % (args.master_addr, args.master_port)  # (run() gives torch's the port 29500 first)
+    config = LaunchConfig(min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=_nproc(args.nproc_per_node),
+                          run_id=args.rdzv_id, role=args.role, rdzv_endpoint=endpoint, rdzv_backend=args.rdzv_backend,
+                          rdzv_configs=conf, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
+                          start_method=args.start_method, log_line_prefix_template=args.log_line_prefix_template or
+                          os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"), local_addr=args.local_addr)
+    if args.run_path:
+        entrypoint, entry_args = run_script_path, [args.training_script]
+        if not getattr(args, "use_env", True):
+            entry_args.append("--local-rank=${local_rank}")
+        return config, entrypoint, entry_args + args.training_script_args
+    if args.no_python and args.module:
+        raise ValueError("Don't use both the '--no-python' flag and the '--module' flag at the same time.")
+    command = _command(args)
+    if not args.no_python:
+        command[0] = os.environ.get("PYTHON_EXEC", sys.executable)
+    return config, command[0], command[1:]
+
+
+def run(args):
+    """Runs the job that parse_args(argv) describes; returns None once every worker exited 0. A worker that
+    failed (after --max-restarts restarts) raises ChildFailedError: each failed rank, the root cause first
+    (torch's text; python -m tessel.distributed.run then exits 1 with it). A signal to the launcher stops the
+    workers and exits 128 + the signal (SystemExit)."""
+    from .elastic.multiprocessing.errors import ChildFailedError
     node_rank_given = args.node_rank is not None  # (PET_NODE_RANK sets the flag's default)
     if not node_rank_given:
         args.node_rank = 0
@@ -420,7 +527,8 @@ def main(argv=None):
                          "rendezvouses statically, it does not assign node ranks as torch's c10d backend does"
                          % (nnodes, nnodes - 1))
     if not 0 <= args.node_rank < nnodes:
-        raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d" % (args.node_rank, nnodes))
+        raise SystemExit("tessel.distributed.run: --node-rank %d is not a node of --nnodes %d"
+                         % (args.node_rank, nnodes))
     redirects, tee = _streams(args.redirects, nproc, "redirects"), _streams(args.tee, nproc, "tee")
     log_dir = args.log_dir
     if log_dir is None and any(redirects.values()) or log_dir is None and any(tee.values()):
@@ -439,11 +547,25 @@ def main(argv=None):
             print("[tessel.distributed.run] --signals-to-handle: unknown signal %s, ignored" % name, file=sys.stderr)
             continue
         signals.append(getattr(signal, name))
-    return run_workers(_command(args), nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
+    command, failures = _command(args), {}
+    code = run_workers(command, nproc, nnodes=nnodes, node_rank=args.node_rank, master_addr=addr,
                        master_port=port, max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
                        run_id=run_id, role=args.role, logs=logs, shutdown_timeout=args.shutdown_timeout,
-                       signals=tuple(signals), omp_banner=True)
+                       signals=tuple(signals), omp_banner=True, failures=failures,
+                       keep_ignoring_after_signal=_COMMAND_LINE)
+    if failures:
+        raise ChildFailedError(entrypoint_name(command[0], command[1:]), failures)
+    if code:
+        raise SystemExit(code)
 
+
+def main(args=None):
+    """python -m tessel.distributed.run's entry point: run(parse_args(args))."""
+    run(parse_args(args))
+
+
+_COMMAND_LINE = False  # python -m tessel.distributed.run (or .launch): the process ends with the job
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _COMMAND_LINE = True
+    main()

@@ -77,25 +77,36 @@ class ChildFailedError(Exception):
         rank = min(self.failures, key=lambda r: getattr(self.failures[r], "timestamp", 0))
         return rank, self.failures[rank]
 
-    def _format(self, rank, failure):
-        if not isinstance(failure, ProcessFailure):
-            return "  rank %s: %s" % (rank, failure)
+    def _format(self, idx, rank, failure):
+        """One failure as torch prints it: a traceback from the error file (else its message), the signal's name
+        after the exit code of a signalled process."""
+        import socket
         message = failure.message
         if isinstance(message, dict):
-            message = message.get("extraInfo", {}).get("py_callstack") or message.get("message", "<N/A>")
-        return ("  time      : %s\n  rank      : %s (local_rank: %s)\n  exitcode  : %s (pid: %s) %s\n"
-                "  error_file: %s\n  traceback : %s" % (failure.timestamp_isoformat(), rank, failure.local_rank,
-                                                         failure.exitcode, failure.pid, failure.signal_name(),
-                                                         failure.error_file, str(message).replace("\n", "\n  ")))
+            message = message.get("extraInfo", {}).get("py_callstack", message.get("message", "<N/A>"))
+        message = str(message).replace("\n", "\n  ")
+        name = failure.signal_name()
+        return ("[%d]:\n  time      : %s\n  host      : %s\n  rank      : %s (local_rank: %s)\n"
+                "  exitcode  : %s (pid: %s) %s\n  error_file: %s\n  traceback : %s"
+                % (idx, failure.timestamp_isoformat(), socket.getfqdn(), rank, failure.local_rank, failure.exitcode,
+                   failure.pid, " (%s)" % name if name != "<N/A>" else "", failure.error_file, message))
 
     def format_msg(self, boarder_delim="=", section_delim="-"):
-        root, root_failure = self.get_first_failure()
-        others = [self._format(r, f) for r, f in self.failures.items() if r != root] or ["  <NO_OTHER_FAILURES>"]
+        root, _ = self.get_first_failure()
         title = "%s FAILED" % self.name
-        width = min(max(len(title), 40), 60)
-        return "\n".join(["", boarder_delim * width, title, section_delim * width, "Failures:"] + others +
-                         [section_delim * width, "Root Cause (first observed failure):", self._format(root, root_failure),
-                          boarder_delim * width])
+        root_text, others, width = "", [], len(title)
+        for idx, (rank, failure) in enumerate(self.failures.items()):
+            text = (self._format(idx, rank, failure) if isinstance(failure, ProcessFailure)
+                    else "[%d]:\n  rank      : %s\n  traceback : %s" % (idx, rank, failure))
+            width = max([width] + [len(line) for line in text.split("\n")])
+            if rank == root:
+                root_text = text
+            else:
+                others.append(text)
+        width = min(width, 60)
+        return "\n".join(["", boarder_delim * width, title, section_delim * width, "Failures:",
+                          "\n".join(others or ["  <NO_OTHER_FAILURES>"]), section_delim * width,
+                          "Root Cause (first observed failure):", root_text, boarder_delim * width])
 
 
 class ErrorHandler:
