@@ -133,31 +133,13 @@ TEST(SavePlanTest, InconsistentRanksAreRefusedNamingFqnAndRanks) {
   std::vector<LocalSavePlan> overlap = gap;
   overlap[0].items[0] = TensorItem("w", {8}, Box{{0}, {5}});
   ExpectErrorContains([&] { PlanGlobalSave(overlap); }, ErrorCode::kInvalidArgument, "overlap: [0:5] (rank 0) and [4:8]");
-  std::vector<LocalSavePlan> kinds(2);
-  kinds[1].rank = 1;
-  kinds[0].items.push_back(WriteItem{.fqn = "rng", .kind = ItemKind::kBytes, .nbytes = 16});
-  kinds[1].items.push_back(WriteItem{.fqn = "rng", .kind = ItemKind::kValue, .value = int64_t{3}});
-  ExpectErrorContains([&] { PlanGlobalSave(kinds); }, ErrorCode::kInvalidArgument,
-                      "'rng' on ranks 0 and 1 is a bytes and a value");
-}
-
-TEST(SavePlanTest, BytesAndValuesThatDifferAcrossRanksSaveTheLowestRanks) {
-  // torch saves one rank's copy of a per-rank RNG state or step counter; tessel refused the save. Ranks 1-3
-  // hold bytes differing from rank 0's (and rank 2 a copy of rank 1's): rank 0 writes it, whatever the balance.
-  std::vector<LocalSavePlan> plans(4);
-  for (int r = 0; r < 4; ++r) {
-    plans[static_cast<size_t>(r)].rank = r;
-    plans[static_cast<size_t>(r)].items.push_back(WriteItem{
-        .fqn = "rng", .kind = ItemKind::kBytes, .nbytes = 16, .content_hash = static_cast<uint64_t>(r == 2 ? 1 : r)});
-    plans[static_cast<size_t>(r)].items.push_back(
-        WriteItem{.fqn = "step", .kind = ItemKind::kValue, .content_hash = 7, .value = int64_t{5}});
+  std::vector<LocalSavePlan> bytes(2);
+  bytes[1].rank = 1;
+  for (int r = 0; r < 2; ++r) {
+    bytes[static_cast<size_t>(r)].items.push_back(
+        WriteItem{.fqn = "rng", .kind = ItemKind::kBytes, .nbytes = 16, .content_hash = static_cast<uint64_t>(r)});
   }
-  plans[0].items.push_back(TensorItem("w", {64}, FullBox({64})));  // rank 0 is the busiest: equal copies go elsewhere
-  const GlobalSavePlan g = PlanGlobalSave(plans);
-  EXPECT_EQ(g.writes[0], (std::vector<int>{0, 2}));  // rng and w: rank 0's different rng is the one kept
-  int step_writers = 0;
-  for (int r = 1; r < 4; ++r) step_writers += static_cast<int>(g.writes[static_cast<size_t>(r)].size());
-  EXPECT_EQ(step_writers, 1);  // the equal value is written once, by a less busy rank
+  ExpectErrorContains([&] { PlanGlobalSave(bytes); }, ErrorCode::kInvalidArgument, "per-rank keys (e.g. 'rng.rank1')");
 }
 
 TEST(SavePlanTest, LocalPlanEncodingRoundTrips) {

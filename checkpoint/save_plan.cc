@@ -41,9 +41,12 @@ void CheckConsistent(const WriteItem& a, int rank_a, const WriteItem& b, int ran
   if (a.kind == ItemKind::kTensor) {
     TESSEL_CHECK(a.dtype == b.dtype && a.global_shape == b.global_shape, where, " has global ", DTypeName(a.dtype), " ",
                  ShapeStr(a.global_shape), " vs ", DTypeName(b.dtype), " ", ShapeStr(b.global_shape));
+  } else {
+    TESSEL_CHECK(a.content_hash == b.content_hash, where, " holds different ", KindName(a.kind),
+                 " content; a key is saved once for all ranks. HINT: save per-rank state under per-rank keys "
+                 "(e.g. '",
+                 a.fqn, ".rank", rank_b, "')");
   }
-  // Bytes and values may differ across ranks (a per-rank RNG state, a step counter read at different times):
-  // the lowest rank's is saved, as torch's planner keeps one rank's copy without a word (CollectHolders).
 }
 
 HolderMap CollectHolders(std::span<const LocalSavePlan> plans) {
@@ -59,11 +62,6 @@ HolderMap CollectHolders(std::span<const LocalSavePlan> plans) {
       }
       if (it.kind == ItemKind::kTensor && Volume(it.box) == 0) continue;  // empty shards write nothing
       auto& list = holders[{it.fqn, it.kind == ItemKind::kTensor ? it.box.offsets : Shape{}}];
-      if (!list.empty() && it.kind != ItemKind::kTensor &&
-          plans[static_cast<size_t>(list[0].rank)].items[static_cast<size_t>(list[0].item)].content_hash !=
-              it.content_hash) {
-        continue;  // another rank's different bytes / value: the lowest rank's copy is the one written
-      }
       if (!list.empty() && it.kind == ItemKind::kTensor) {
         const WriteItem& other = plans[static_cast<size_t>(list[0].rank)].items[static_cast<size_t>(list[0].item)];
         TESSEL_CHECK(other.box == it.box, "save: '", it.fqn, "' chunks ", BoxToString(other.box), " (rank ",
