@@ -225,7 +225,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if high is None or size is None:
         raise TypeError("randint(low=0, high, size): high and size are required")
     # torch's CPU randint is random_(low, high) on a new tensor: the generator's host stream (tessel._host_random)
-    return empty(*_shape((size,)), dtype=dtype or _dtypes.int64).random_(low, high, generator=generator)
+    dtype = dtype or _dtypes.int64
+    return tensor(_random_values(tuple(_shape((size,))), dtype, low, high, generator)).to(dtype)
 
 
 def host_rng(generator=None):
@@ -653,10 +654,17 @@ def random_(x, from_=0, to=None, generator=None):
     [0, 2^mantissa bits] for floats and [0, the dtype's max] for integers. torch's draws on the CPU, in row-major
     order from the generator's host stream (core/tensor/random.h: its MT19937 words; host_ints), so
     `torch.empty((), dtype=torch.int64).random_(generator=g)` (a DataLoader's base seed) is torch's number."""
+    drawn = _random_values(tuple(x.shape), x.dtype, from_, to, generator)
+    with _C._GradMode(False):
+        return x.copy_(tensor(drawn).to(x.dtype))
+
+
+def _random_values(shape, dtype, from_, to, generator):
+    """random_'s integers for a tensor of `shape` and `dtype` (numpy int64), with torch's range checks."""
     if to is None and not from_:
-        span = _RANDOM_SPAN.get(x.dtype)
+        span = _RANDOM_SPAN.get(dtype)
         if span is None:
-            raise RuntimeError("random_: unsupported dtype %s" % x.dtype)
+            raise RuntimeError("random_: unsupported dtype %s" % dtype)
         low = 0
     else:
         low = 0 if to is None else builtins.int(from_)
@@ -664,9 +672,22 @@ def random_(x, from_=0, to=None, generator=None):
         if span <= 0:
             raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d"
                                % (low, low + span))
-    drawn = host_ints(span, builtins.int(x.numel()), generator) + low
-    with _C._GradMode(False):
-        return x.copy_(tensor(drawn.reshape(tuple(x.shape))).to(x.dtype))
+        bounds = _INTEGER_BOUNDS.get(dtype)
+        if bounds is not None:  # torch's check: both ends of [from, to - 1] are values of the dtype
+            if not bounds[0] <= low <= bounds[1]:
+                raise RuntimeError("from is out of bounds for %s" % bounds[2])
+            if not bounds[0] <= low + span - 1 <= bounds[1]:
+                raise RuntimeError("to - 1 is out of bounds for %s" % bounds[2])
+    count = 1
+    for n in shape:
+        count *= builtins.int(n)
+    return (host_ints(span, count, generator) + low).reshape(shape)
+
+
+# The integer dtypes' ranges and the C type names torch's bounds errors print
+_INTEGER_BOUNDS = {_dtypes.int8: (-128, 127, "signed char"), _dtypes.uint8: (0, 255, "unsigned char"),
+                   _dtypes.int16: (-32768, 32767, "short int"), _dtypes.int32: (-2 ** 31, 2 ** 31 - 1, "int"),
+                   _dtypes.bool: (0, 1, "bool")}
 
 
 # random_()'s range per dtype, [0, span): the mantissa's integers for floats (2^digits + 1 values, as torch's), the

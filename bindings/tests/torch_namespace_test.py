@@ -470,8 +470,12 @@ def test_uniform_draws_stay_below_their_bound_and_randint_is_exact_past_2_to_53(
         tessel.empty(3).uniform_(-3e38, 3e38)
     with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std nan"):
         tessel.empty(3).normal_(0.0, float("nan"))
-    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for int32"):
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for int$"):  # torch's C type name
         tessel.randint(0, 2 ** 40, (4,), dtype=tessel.int32)
+    with pytest.raises(RuntimeError, match="from is out of bounds for unsigned char"):
+        tessel.empty(2, dtype=tessel.uint8).random_(-1, 3)
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for short int"):
+        tessel.randint(0, 2 ** 40, (4,), dtype=tessel.int16)
     assert tessel.empty(1 << 16, dtype=tessel.bfloat16).uniform_(0.0, 0.7).double().max().item() < 0.69921875
 
 
