@@ -8,7 +8,6 @@ initializers normal_ / uniform_, and Tensor.data.
         w.normal_(0.0, 0.02); b.zero_(); p.data.mul_(0.5)
 """
 import builtins
-import math
 
 from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
 from ._clamp import _PLAIN_FLOATS, _clamp
@@ -120,6 +119,9 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 
 def _add_(self, other, alpha=1):
+    if alpha.__class__ is not builtins.int:  # torch's alpha check (a float alpha into an integer result raises)
+        from ._promotion import check_alpha_of
+        check_alpha_of(self, other, alpha)
     if isinstance(other, Tensor):  # fast path: a float32 / float64 tensor plus one of its dtype (as below)
         d = self.dtype.value
         if (d == _PLAIN_FLOATS[0] or d == _PLAIN_FLOATS[1]) and other.dtype.value == d:
@@ -146,6 +148,9 @@ def _sub_(self, other, alpha=1):
     if self.dtype == _C.dtype.bool and isinstance(other, Tensor) and other.dtype == _C.dtype.bool:
         raise NotImplementedError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
                                   "`^` or `logical_xor()` operator instead.")
+    if alpha.__class__ is not builtins.int:  # checked before the negation (-True is an int)
+        from ._promotion import check_alpha_of
+        check_alpha_of(self, other, alpha)
     return _add_(self, other, -alpha)
 
 

@@ -45,10 +45,19 @@ def _scaled(self, other, alpha):
     return fused if fused is not None else _scaled_add(self, other, alpha)  # (mixed dtypes: promoted, then fused)
 
 
+def _added(self, other, alpha, sign):
+    """add_ / sub_ (sign -1) recorded: torch's alpha check, then self + sign · alpha · other."""
+    from ._promotion import check_alpha_of
+    check_alpha_of(self, other, alpha)
+    if alpha != 1:
+        return _scaled(self, other, sign * alpha)
+    return self + other if sign > 0 else self - other
+
+
 # name -> the out-of-place result (self's shape; dtype cast back to self's)
 _OUT_OF_PLACE = {
-    "add_": lambda self, other, alpha=1: _scaled(self, other, alpha) if alpha != 1 else self + other,
-    "sub_": lambda self, other, alpha=1: _scaled(self, other, -alpha) if alpha != 1 else self - other,
+    "add_": lambda self, other, alpha=1: _added(self, other, alpha, 1),
+    "sub_": lambda self, other, alpha=1: _added(self, other, alpha, -1),
     "mul_": lambda self, other: self * other,
     "div_": lambda self, other, rounding_mode=None: self.div(other, rounding_mode=rounding_mode)
     if rounding_mode is not None else self / other,

@@ -25,8 +25,9 @@ from . import _C, _dtypes, return_types
 from ._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 from ._dtensor_compose import aligned_args
 from ._extra import fused_operands
-from ._promotion import _NAMES, _name, can_cast, promote_types, result_type  # noqa: F401 (re-exported: the dtype
-from ._tensor import with_zero_gradient  # rules, which tessel's modules import from here)
+# the dtype rules (_promotion.py), which tessel's modules also import from here
+from ._promotion import _NAMES, _name, can_cast, check_alpha_of, promote_types, result_type  # noqa: F401
+from ._tensor import with_zero_gradient
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
@@ -103,7 +104,9 @@ def _plain_fused_add(input, other, alpha):
 
 def add(input, other, *, alpha=1):
     """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number), in the two's result type
-    (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's)."""
+    (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's; a
+    float alpha with an integer result raises, as torch's alpha check)."""
+    check_alpha_of(input, other, alpha)
     if alpha == 1:
         return input + other
     fused = _plain_fused_add(input, other, alpha)
@@ -116,6 +119,7 @@ def sub(input, other, *, alpha=1):
             other.dtype == _dtypes.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
+    check_alpha_of(input, other, alpha)
     if alpha == 1:
         return input - other
     fused = _plain_fused_add(input, other, -alpha)
@@ -124,6 +128,7 @@ def sub(input, other, *, alpha=1):
 
 def rsub(input, other, alpha=1):
     """torch.rsub: other - alpha * input."""
+    check_alpha_of(input, other, alpha)
     return (other - input * alpha) if alpha != 1 else (other - input)
 
 

@@ -134,6 +134,15 @@ def check_alpha(dtype, alpha):
         raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
 
 
+def check_alpha_of(input, other, alpha):
+    """check_alpha on the result dtype of input and other, computed only where it can matter (an int alpha
+    always passes, and a float one does for a floating tensor input)."""
+    kind = alpha.__class__
+    if kind is _int or (kind is _float and isinstance(input, Tensor) and input.dtype.is_floating_point):
+        return
+    check_alpha(result_type(input, other), alpha)
+
+
 def _dtype_to_complex(self):
     if self.is_floating_point:
         return _to_complex(self)

@@ -110,5 +110,29 @@ def test_full_takes_a_zero_dim_tensor_as_the_number_it_holds():
             tessel.full((2,), bad)
 
 
+def test_alpha_is_checked_against_the_result_dtype():
+    integral = "For integral input tensors, argument alpha must not be a floating point number"
+    i2, i32 = T([1, 2]), T([1, 2], dtype=tessel.int32)
+    for call in (lambda: tessel.add(i2, i2, alpha=0.5), lambda: i2.add(3, alpha=1.5), lambda: i2.add(i2, alpha=1.0),
+                 lambda: tessel.sub(i2, i2, alpha=0.5), lambda: i2.sub(1, alpha=0.5),
+                 lambda: tessel.add(i2, 2, alpha=0.5), lambda: tessel.rsub(i2, 3, alpha=0.5),
+                 lambda: T([True]).add(T([True]), alpha=0.5), lambda: i32.add(T(1), alpha=0.5),
+                 lambda: i2.clone().add_(1, alpha=0.5), lambda: i2.clone().sub_(1, alpha=0.5),
+                 lambda: i32.clone().add_(i32, alpha=0.5)):
+        with pytest.raises(RuntimeError, match=integral):
+            call()
+    for call in (lambda: i2.add(i2, alpha=True), lambda: T([1.0, 2.0]).add(i2, alpha=True)):
+        with pytest.raises(RuntimeError, match="Boolean alpha only supported for Boolean results"):
+            call()
+    # torch: a float result takes a float alpha; a bool one a bool alpha; an integer alpha always passes
+    same(i2.add(3.0, alpha=1.5), [5.5, 6.5], tessel.float32, (2,))
+    same(i2.add(T([1.0, 2.0]), alpha=1.5), [2.5, 5.0], tessel.float32, (2,))
+    same(T([True, False]).add(T([True, True]), alpha=True), [True, True], tessel.bool, (2,))
+    same(tessel.add(i2, i2, alpha=2), [3, 6], tessel.int64, (2,))
+    x = T([1, 2])
+    x.add_(1, alpha=2)
+    same(x, [3, 4], tessel.int64, (2,))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
