@@ -652,6 +652,8 @@ def _exact_numpy(t):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from ._logical import check_close
+    check_close(a, b, rtol, atol, "allclose")
     return bool(np.allclose(_exact_numpy(a), _exact_numpy(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

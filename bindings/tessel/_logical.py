@@ -142,10 +142,22 @@ def isneginf(x):
     return x == -math.inf if x.dtype.is_floating_point else x != x
 
 
+def check_close(a, b, rtol, atol, name):
+    """torch's argument checks of isclose / allclose: two tensors of one dtype, non-negative tolerances."""
+    if not isinstance(b, Tensor):
+        raise TypeError("%s(): argument 'other' (position 2) must be Tensor, not %s" % (name, type(b).__name__))
+    if a.dtype != b.dtype:
+        from ._promotion import _name
+        raise RuntimeError("%s did not match %s" % (_name(a.dtype), _name(b.dtype)))
+    for tol, value in (("rtol", rtol), ("atol", atol)):
+        if not value >= 0:  # (NaN too)
+            raise RuntimeError("%s must be greater than or equal to zero, but got %g" % (tol, value))
+
+
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol·|b| elementwise (infinities equal only to themselves; NaN to NaN with equal_nan),
     as torch.isclose."""
-    b = b if isinstance(b, Tensor) else _C._full([], float(b), a.dtype)
+    check_close(a, b, rtol, atol, "isclose")
     if not a.dtype.is_floating_point:  # integers and bools compared exactly, without wrapping: uint8's 2 - 3 was
         a, b = a.double(), b.double()  # 255 (isclose(2, 3, atol=1) False)
     close = logical_and((a - b).abs() <= atol + rtol * b.abs(), logical_and(isfinite(a), isfinite(b)))

@@ -134,5 +134,30 @@ def test_alpha_is_checked_against_the_result_dtype():
     same(x, [3, 4], tessel.int64, (2,))
 
 
+def test_isclose_and_allclose_check_dtypes_and_tolerances():
+    for a, b, msg in ((T([1, 2]), T([1.0, 2.0000001]), "Long did not match Float"),
+                      (T([1.0, 2]), T([1.0, 2], dtype=tessel.float64), "Float did not match Double"),
+                      (T([1, 2], dtype=tessel.int32), T([1, 3]), "Int did not match Long"),
+                      (T([1.0, 2]), T([1.0, 2], dtype=tessel.bfloat16), "Float did not match BFloat16"),
+                      (T([True]), T([1]), "Bool did not match Long")):
+        for fn in (tessel.isclose, tessel.allclose):
+            with pytest.raises(RuntimeError, match=msg):
+                fn(a, b)
+    with pytest.raises(RuntimeError, match="Half did not match BFloat16"):
+        T([1.0], dtype=tessel.float16).allclose(T([1.0], dtype=tessel.bfloat16))
+    one, near = T([1.0]), T([1.1])
+    for kwargs, msg in (({"rtol": -1}, "rtol must be greater than or equal to zero, but got -1"),
+                        ({"atol": -1e-3}, "atol must be greater than or equal to zero, but got -0.001"),
+                        ({"rtol": -1.5, "atol": -1}, "rtol must be greater than or equal to zero, but got -1.5"),
+                        ({"rtol": nan}, "rtol must be greater than or equal to zero, but got nan")):
+        for fn in (tessel.isclose, tessel.allclose):
+            with pytest.raises(RuntimeError, match=msg):
+                fn(one, near, **kwargs)
+    for fn, name in ((tessel.isclose, "isclose"), (tessel.allclose, "allclose")):
+        with pytest.raises(TypeError, match=r"%s\(\): argument 'other' \(position 2\) must be Tensor, not fl" % name):
+            fn(T([1.0, 2]), 1.0)
+    assert tessel.isclose(T([1.0, 2]), T([1.0, 2.1]), rtol=0.1, atol=0).tolist() == [True, True]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
