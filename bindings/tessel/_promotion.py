@@ -153,3 +153,22 @@ def _dtype_to_complex(self):
 _C.dtype.to_complex = _dtype_to_complex
 _C.dtype.to_real = lambda self: self
 ComplexDType.to_complex = lambda self: self
+
+
+def _converting(name, dtype):
+    """Tensor.float() / long() / ...: the tensor itself where it already has the dtype, as torch's (a new handle
+    was returned: `x.float() is x` was False)."""
+    convert = getattr(Tensor, name)
+
+    def method(self):
+        return self if self.dtype is dtype else convert(self)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "torch's Tensor.%s(): self if its dtype is %s already, else a converted copy" % (name, dtype)
+    return method
+
+
+for _method, _target in (("float", _dtypes.float32), ("double", _dtypes.float64), ("half", _dtypes.float16),
+                         ("bfloat16", _dtypes.bfloat16), ("long", _dtypes.int64), ("int", _dtypes.int32),
+                         ("short", _dtypes.int16), ("char", _dtypes.int8), ("byte", _dtypes.uint8),
+                         ("bool", _dtypes.bool)):
+    setattr(Tensor, _method, _converting(_method, _target))

@@ -159,5 +159,22 @@ def test_isclose_and_allclose_check_dtypes_and_tolerances():
     assert tessel.isclose(T([1.0, 2]), T([1.0, 2.1]), rtol=0.1, atol=0).tolist() == [True, True]
 
 
+def test_conversions_to_the_same_dtype_return_the_tensor_itself():
+    for dtype, method in ((tessel.float32, "float"), (tessel.float64, "double"), (tessel.float16, "half"),
+                          (tessel.bfloat16, "bfloat16"), (tessel.int64, "long"), (tessel.int32, "int"),
+                          (tessel.int16, "short"), (tessel.int8, "char"), (tessel.uint8, "byte"),
+                          (tessel.bool, "bool")):
+        x = T([1, 0], dtype=dtype)
+        assert getattr(x, method)() is x, method  # torch: the same object
+    x = T([1.5, 2])
+    y = x.float()
+    y.add_(1)
+    assert y is x and x.tolist() == [2.5, 3.0]
+    w = T([1.0, 2.0], requires_grad=True)
+    assert w.float() is w and w.float().requires_grad and w.float().grad_fn is None
+    x = T([1, 2])
+    assert x.int().int() is not x and x.long() is x and x.double() is not x and x.double().dtype == tessel.float64
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
