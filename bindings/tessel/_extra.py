@@ -226,11 +226,13 @@ def isfinite(x):
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN, inf and -inf of x replaced at once (the masks come from x: a nan of 1e39, inf in float32, was then
+    replaced by posinf's default); replacements beyond the dtype's range are infinite, as torch's cast."""
     big = {_dtypes.float64: np.finfo(np.float64).max, _dtypes.float16: 65504.0,
            _dtypes.bfloat16: 3.3895313892515355e38}.get(x.dtype, float(np.finfo(np.float32).max))
-    out = _C._functional.where(isnan(x), _scalar_like(x, nan), x)
-    out = _C._functional.where(out == math.inf, _scalar_like(x, big if posinf is None else posinf), out)
-    return _C._functional.where(out == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
+    out = _C._functional.where(x == math.inf, _scalar_like(x, big if posinf is None else posinf), x)
+    out = _C._functional.where(x == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
+    return _C._functional.where(isnan(x), _scalar_like(x, nan), out)
 
 
 @zero_dim_as_vector

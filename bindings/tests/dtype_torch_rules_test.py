@@ -176,5 +176,29 @@ def test_conversions_to_the_same_dtype_return_the_tensor_itself():
     assert x.int().int() is not x and x.long() is x and x.double() is not x and x.double().dtype == tessel.float64
 
 
+def test_nan_to_num_replaces_from_the_input_and_overflows_to_inf():
+    x = T([nan, inf, -inf, 1.5])
+    # torch: a nan beyond float32's range is inf (it became float32's max); float16's 1e5 is inf too
+    same(tessel.nan_to_num(x, nan=1e39), [inf, 3.4028234663852886e+38, -3.4028234663852886e+38, 1.5],
+         tessel.float32, (4,))
+    same(x.nan_to_num(posinf=1e39), [0.0, inf, -3.4028234663852886e+38, 1.5], tessel.float32, (4,))
+    same(x.half().nan_to_num(nan=1e5), [inf, 65504.0, -65504.0, 1.5], tessel.float16, (4,))
+    same(x.nan_to_num(0.5, 2, -2), [0.5, 2.0, -2.0, 1.5], tessel.float32, (4,))
+
+
+def test_reduced_float_floor_division_rounds_as_torch_kernels():
+    a = T([5.2148438, -7.37, 3.91, 6.02], dtype=tessel.float16)
+    b = T([-0.0011224747, 0.0031, -0.0017, 0.0009], dtype=tessel.float16)
+    # torch: a 16-bit divisor tensor rounds every step to float16 (-4644, not float32's -4648)
+    same(a // b, [-4644.0, -2380.0, -2300.0, 6688.0], tessel.float16, (4,))
+    same(tessel.div(a, b, rounding_mode="floor"), [-4644.0, -2380.0, -2300.0, 6688.0], tessel.float16, (4,))
+    same(a // b[0], [-4648.0, 6568.0, -3484.0, -5364.0], tessel.float16, (4,))  # one divisor: float32, once
+    bf = a.bfloat16() // b.bfloat16()
+    assert bf.dtype == tessel.bfloat16 and bf.tolist() == [-4640.0, -2384.0, -2288.0, 6688.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch wraps silently (numpy warned)
+        same(T([-128], dtype=tessel.int8) // -1, [-128], tessel.int8, (1,))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
