@@ -622,6 +622,8 @@ def _accept_numpy_arg_names():
 
 
 _accept_numpy_arg_names()
+from . import _dtype_errors  # noqa: E402 (torch's errors for integer inputs of float-only kernels)
+_dtype_errors.install(globals())
 from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
 
 

@@ -21,13 +21,19 @@ def _int_host(a, b, fn, name):
     from ._namespace import result_type
     # torch's result type (a 0-d tensor or a Python number only lifts the category: uint8 % int8 0-d is uint8,
     # bool % 2 is int64); a Python int takes it first, wrapping as torch's scalar cast: uint8 // -2 divides by 254
-    dtype = np.dtype(str(result_type(a, b)).rsplit(".", 1)[-1])
+    result = result_type(a, b)
+    if result == _dtypes.bool:  # torch's kernels have no bool case (bool // bool gave a bool)
+        raise NotImplementedError("\"%s\" not implemented for 'Bool'" % _KERNELS[name])
+    dtype = np.dtype(str(result).rsplit(".", 1)[-1])
     av = (a.numpy() if isinstance(a, Tensor) else np.asarray(a)).astype(dtype)
     bv = (b.numpy() if isinstance(b, Tensor) else np.asarray(b)).astype(dtype)
     if np.any(bv == 0):
         raise RuntimeError("ZeroDivisionError")
     with np.errstate(over="ignore"):  # int8 -128 // -1 wraps, as torch's (numpy warned)
         return _tensor(np.asarray(fn(av, bv)).astype(dtype))
+
+
+_KERNELS = {"remainder": "remainder_cpu", "fmod": "fmod_cpu", "floor_divide": "div_floor_cpu"}
 
 
 def _is_int(x):

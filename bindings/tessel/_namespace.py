@@ -165,6 +165,8 @@ def _rounded_div(input, other, rounding_mode):
         return (a.float() / wide).trunc().to(a.dtype)
     if (a.dtype.is_floating_point or b.dtype.is_floating_point):
         return (a / b).trunc()
+    if result_type(input, other) == _dtypes.bool:
+        raise NotImplementedError("\"div_trunc_cpu\" not implemented for 'Bool'")
     q = a.floor_divide(b)  # integers: floor + 1 where the exact quotient was negative and not whole
     inexact = (q * b).ne(a).logical_and(a.lt(0).logical_xor(b.lt(0)))
     return q + inexact.to(q.dtype)

@@ -109,6 +109,8 @@ def pow(input, exponent):  # noqa: A001 (torch.pow)
         raise TypeError("pow(): one of the operands must be a Tensor, got %s and %s"
                         % (type(input).__name__, type(exponent).__name__))
     dtype = _pow_dtype(input, exponent)
+    if dtype == _dtypes.bool and isinstance(input, Tensor):  # torch's tensor kernel has no bool case (a bool
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")  # number exponent is another kernel)
     grad = _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in (input, exponent))
     if not grad:
         return _host_pow(input, exponent, dtype)

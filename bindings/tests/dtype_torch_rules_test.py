@@ -200,5 +200,109 @@ def test_reduced_float_floor_division_rounds_as_torch_kernels():
         same(T([-128], dtype=tessel.int8) // -1, [-128], tessel.int8, (1,))
 
 
+def test_integer_and_bool_inputs_of_float_only_kernels_raise_not_implemented():
+    i, b = T([1, 2]), T([True, False])
+    F = tessel.nn.functional
+    for call, msg in (
+            (lambda: T([1, 2, 3]).mean(), "mean\\(\\): could not infer output dtype. Input dtype must be either a "
+                                          "floating point or complex dtype. Got: Long"),
+            (lambda: tessel.mean(i, 0), "Input dtype must be either a floating point or complex dtype. Got: Long"),
+            (lambda: b.mean(), "Got: Bool"),
+            (lambda: T([1.0, 2]).mean(0, dtype=tessel.int32), "Optional dtype must be either a floating point or "
+                                                               "complex dtype. Got: Int"),
+            (lambda: T([1, 2, 3]).norm(), "linalg.vector_norm: Expected a floating point or complex tensor as "
+                                          "input. Got Long"),
+            (lambda: tessel.norm(T([1, 2], dtype=tessel.int32)), "Got Int"),
+            (lambda: tessel.linalg.vector_norm(i), "linalg.vector_norm: Expected a floating point"),
+            (lambda: i.norm(dtype=tessel.float32), "linalg.vector_norm: Expected a floating point"),
+            (lambda: tessel.softmax(i, 0), "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'"),
+            (lambda: tessel.softmax(T([[1, 2]]), 0), "\"softmax_kernel_impl\" not implemented for 'Long'"),
+            (lambda: F.softmax(T([[1, 2]]), 1), "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'"),
+            (lambda: i.softmax(0), "\"softmax_lastdim_kernel_impl\" not implemented for 'Long'"),
+            (lambda: tessel.log_softmax(T([[1, 2]]), 0), "\"log_softmax_kernel_impl\" not implemented for 'Long'"),
+            (lambda: F.log_softmax(T([[1, 2]]), -1), "\"log_softmax_lastdim_kernel_impl\" not implemented"),
+            (lambda: F.gelu(T([1], dtype=tessel.int32)), "\"GeluKernelImpl\" not implemented for 'Int'"),
+            (lambda: F.gelu(T([True])), "\"GeluKernelImpl\" not implemented for 'Bool'"),
+            (lambda: F.silu(i), "\"silu_cpu\" not implemented for 'Long'"),
+            (lambda: F.layer_norm(T([[1, 2]]), (2,)), "\"LayerNormKernelImpl\" not implemented for 'Long'"),
+            (lambda: i.std(), "std and var only support floating point and complex dtypes"),
+            (lambda: tessel.var_mean(i), "var_mean only support floating point and complex dtypes"),
+            (lambda: tessel.std_mean(i), "std_mean only support floating point and complex dtypes"),
+            (lambda: tessel.nanmean(i), "nanmean\\(\\): expected input to have floating point or complex dtype "
+                                        "but got Long"),
+            (lambda: b // b, "\"div_floor_cpu\" not implemented for 'Bool'"),
+            (lambda: b // True, "\"div_floor_cpu\" not implemented for 'Bool'"),
+            (lambda: b % b, "\"remainder_cpu\" not implemented for 'Bool'"),
+            (lambda: tessel.remainder(True, b), "\"remainder_cpu\" not implemented for 'Bool'"),
+            (lambda: tessel.fmod(b, True), "\"fmod_cpu\" not implemented for 'Bool'"),
+            (lambda: tessel.div(b, b, rounding_mode="trunc"), "\"div_trunc_cpu\" not implemented for 'Bool'"),
+            (lambda: tessel.div(b, True, rounding_mode="floor"), "\"div_floor_cpu\" not implemented for 'Bool'"),
+            (lambda: b ** b, "\"pow\" not implemented for 'Bool'"),
+            (lambda: T(True) ** T(True), "\"pow\" not implemented for 'Bool'"),
+            (lambda: i & 1.5, "\"bitwise_and_cpu\" not implemented for 'Float'"),
+            (lambda: T([1.5]) & 1, "\"bitwise_and_cpu\" not implemented for 'Float'"),
+            (lambda: i | T(1.5), "\"bitwise_or_cpu\" not implemented for 'Float'"),
+            (lambda: tessel.bitwise_xor(i, 1.5), "\"bitwise_xor_cpu\" not implemented for 'Float'")):
+        with pytest.raises(NotImplementedError, match=msg):
+            call()
+    assert (b ** True).tolist() == [True, False] and (b // 2).tolist() == [0, 0]  # torch's values
+
+
+def test_in_place_cast_errors_carry_torch_messages():
+    def raises(call, msg):
+        with pytest.raises(RuntimeError, match="^" + msg + "$"):
+            call()
+    cast = "result type %s can't be cast to the desired output type %s"
+    raises(lambda: T([1, 2]).add_(1.5), cast % ("Float", "Long"))  # torch: no "add_: " prefix
+    raises(lambda: T([1, 2]).sub_(1.5), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2]).mul_(T(1.5)), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2]).div_(2), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2], dtype=tessel.uint8).div_(2), cast % ("Float", "Byte"))
+    raises(lambda: T([True]).div_(2), cast % ("Float", "Bool"))
+    raises(lambda: T([1, 2]).pow_(2.0), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2]).exp_(), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2], dtype=tessel.int16).sqrt_(), cast % ("Float", "Short"))
+    raises(lambda: T([1, 2]).clamp_(2.5, 8), cast % ("Float", "long int"))  # torch names the C++ type here
+    raises(lambda: T([1, 2], dtype=tessel.int32).clamp_(2.5, 8), cast % ("Float", "int"))
+    raises(lambda: T([1, 2], dtype=tessel.uint8).clamp_(min=2.5), cast % ("Float", "unsigned char"))
+    raises(lambda: T([1, 2], dtype=tessel.int8).clamp_(2.5), cast % ("Float", "signed char"))
+    raises(lambda: T([True, False]).clamp_(0, 2), cast % ("Long", "bool"))
+    raises(lambda: T([1, 2]).clamp_min_(2.5), cast % ("Float", "long int"))
+    raises(lambda: T([1, 2]).clip_(2.5, 8), cast % ("Float", "long int"))
+    raises(lambda: T([1, 2]).clamp_(T(2.5)), cast % ("Float", "Long"))  # a tensor bound: the dtype's name
+    raises(lambda: T([1, 2]).clamp_(T(2.5, dtype=tessel.float64)), cast % ("Double", "Long"))
+    raises(lambda: T([1, 2], dtype=tessel.uint8).clamp_(T(2.5)), cast % ("Float", "Byte"))
+    raises(lambda: T([1, 2]).bitwise_and_(1.5), cast % ("Float", "Long"))
+    raises(lambda: T([1, 2]).bitwise_or_(T([1.5])), cast % ("Float", "Long"))
+    raises(lambda: T([1, 5]).addcmul_(T([1.0, 2]), T([1, 2])), cast % ("Float", "Long"))
+    raises(lambda: T([1, 5]).addcdiv_(T([1.0, 2]), T([1, 2])), cast % ("Float", "Long"))
+
+    def augmented(dtype, op, other):
+        x = T([5, -5], dtype=dtype)
+        return lambda: op(x, other)
+
+    def iand(x, y):
+        x &= y
+
+    def ixor(x, y):
+        x ^= y
+
+    def ifloordiv(x, y):
+        x //= y
+
+    def ipow(x, y):
+        x **= y
+
+    def iadd(x, y):
+        x += y
+    raises(augmented(tessel.int32, iand, 1.5), cast % ("Float", "Int"))
+    raises(augmented(tessel.int32, ixor, 1.5), cast % ("Float", "Int"))
+    raises(augmented(tessel.int32, ifloordiv, 2.0), cast % ("Float", "Int"))
+    raises(augmented(tessel.int64, ipow, 0.5), cast % ("Float", "Long"))
+    raises(augmented(tessel.int32, iadd, T([1.5, 2.0])), cast % ("Float", "Int"))
+    raises(augmented(tessel.bool, iadd, 1), cast % ("Long", "Bool"))
+    raises(augmented(tessel.bool, ipow, 2), cast % ("Long", "Bool"))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
