@@ -21,6 +21,7 @@ from ._dtensor_compose import aligned, by_index_pieces, gathered_along
 from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
+from ._linspace import linspace  # noqa: F401 (torch.linspace; _composed imports it from here)
 from ._tensor import (Tensor, _host_numpy, _torch_dtype_name, bernoulli, exponential_, random_, tensor as _tensor,
                       with_zero_gradient, wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
@@ -614,13 +615,6 @@ def round_(x, *, decimals=0):
     scale = _C._full([], math.inf if abs(decimals) > 308 else 10.0 ** abs(decimals), wide.dtype)
     out = (wide / scale)._round() * scale if decimals < 0 else (wide * scale)._round() / scale
     return out.to(x.dtype)
-
-
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    from ._device import check_cpu
-    check_cpu(device, "linspace")
-    t = _tensor(np.linspace(start, end, steps), dtype=dtype or _dtypes.default_float())
-    return t.requires_grad_(True) if requires_grad else t
 
 
 def one_hot(x, num_classes=-1):

@@ -304,5 +304,29 @@ def test_in_place_cast_errors_carry_torch_messages():
     raises(augmented(tessel.bool, ipow, 2), cast % ("Long", "Bool"))
 
 
+def test_linspace_values_are_torch_kernels_bit_for_bit():
+    # torch's values (numpy's linspace gave 0.6666666865 and -0.0277777780 below)
+    assert tessel.linspace(0, 1, 7).tolist() == [0.0, 0.1666666716337204, 0.3333333432674408, 0.5,
+                                                  0.6666666269302368, 0.8333333134651184, 1.0]
+    assert tessel.linspace(-3, 7.7, 37)[8:12].tolist() == [-0.6222221851348877, -0.32499995827674866,
+                                                          -0.02777773141860962, 0.2694444954395294]
+    x = tessel.linspace(-3, 7.7, 37, dtype=tessel.float64)
+    assert x.dtype == tessel.float64 and x[5:9].tolist() == [-1.5138888888888888, -1.2166666666666668,
+                                                             -0.9194444444444445, -0.6222222222222222]
+    assert tessel.linspace(0.1, 0.9, 9, dtype=tessel.bfloat16).tolist() == [
+        0.10009765625, 0.2001953125, 0.298828125, 0.400390625, 0.5, 0.59765625, 0.69921875, 0.796875, 0.8984375]
+    assert tessel.linspace(-1.3, 2.9, 11, dtype=tessel.float16).tolist() == [
+        -1.2998046875, -0.8798828125, -0.459716796875, -0.03973388671875, 0.38037109375, 0.80029296875,
+        1.220703125, 1.640625, 2.060546875, 2.48046875, 2.900390625]
+    same(tessel.linspace(-7, 12, 8, dtype=tessel.int64), [-7, -4, -1, 1, 3, 6, 9, 12], tessel.int64, (8,))
+    same(tessel.linspace(2.7, 9.9, 4, dtype=tessel.int32), [2, 4, 6, 9], tessel.int32, (4,))
+    same(tessel.linspace(3, 5, 1), [3.0], tessel.float32, (1,))
+    same(tessel.linspace(T(0.5), T(1.5), 3), [0.5, 1.0, 1.5], tessel.float32, (3,))
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
+        tessel.linspace(0, 1, -1)
+    with pytest.raises(TypeError):
+        tessel.linspace(0, 1, 2.0)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
