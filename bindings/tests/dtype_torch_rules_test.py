@@ -328,5 +328,22 @@ def test_linspace_values_are_torch_kernels_bit_for_bit():
         tessel.linspace(0, 1, 2.0)
 
 
+def test_pow_of_integer_tensors_and_tensor_exponents_rounds_as_torch():
+    # torch's values: an integer tensor is cast, then takes the float pow (numpy's float32 power gave 1.7320508957)
+    assert (T([3]) ** 0.5).item() == 1.7320507764816284
+    assert (T([2, 3, 5, 7, 10]) ** 0.5).tolist() == [1.4142135381698608, 1.7320507764816284, 2.2360680103302,
+                                                      2.6457512378692627, 3.1622776985168457]
+    assert tessel.pow(T([4], dtype=tessel.uint8), 0.5).dtype == tessel.float32
+    # tensor exponents and number bases: glibc's pow as torch's scalar loop (numpy's vector power differed)
+    assert (T([3.0]) ** T([1.5])).item() == 5.196152210235596
+    assert (T([2.84375, 0.376953125, 5.5]) ** T([1.3, 2.7, 0.45])).tolist() == [
+        3.8909783363342285, 0.07177543640136719, 2.1535909175872803]
+    assert (3.0 ** T([0.5, 1.7, 2.9, -1.3])).tolist() == [1.7320507764816284, 6.473008155822754,
+                                                         24.190881729125977, 0.23974104225635529]
+    assert (T([2, 3]) ** T([0.5, 1.5])).tolist() == [1.4142135381698608, 5.196152210235596]
+    x = T([2.0, 3.0, 7.5], dtype=tessel.float64) ** T([0.3, 1.7, -2.2], dtype=tessel.float64)
+    assert x.dtype == tessel.float64 and x.tolist() == [1.2311444133449163, 6.473007839923779, 0.011881334434813665]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
