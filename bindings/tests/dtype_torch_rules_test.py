@@ -345,5 +345,168 @@ def test_pow_of_integer_tensors_and_tensor_exponents_rounds_as_torch():
     assert x.dtype == tessel.float64 and x.tolist() == [1.2311444133449163, 6.473007839923779, 0.011881334434813665]
 
 
+def _warnings_of(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [str(w.message) for w in caught]
+
+
+def test_out_resizes_with_torch_warning_and_refuses_partial_overlap():
+    o = tessel.empty(5)
+    r, caught = _warnings_of(lambda: tessel.add(T([1.0, 2, 3]), 1, out=o))
+    assert r is o and o.tolist() == [2.0, 3.0, 4.0]
+    assert len(caught) == 1 and caught[0].startswith(  # (torch adds where in its C++ it was "Triggered internally")
+        "An output with one or more elements was resized since it had shape [5], which does not match the required "
+        "output shape [3]. This behavior is deprecated, and in a future PyTorch release outputs will not be resized "
+        "unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+        "elements with t.resize_(0).")
+    _, caught = _warnings_of(lambda: tessel.add(T([1.0, 2, 3]), 1, out=tessel.empty(0)))
+    assert caught == []  # (an empty out is resized silently)
+    o2 = tessel.empty(2, 2)
+    _, caught = _warnings_of(lambda: tessel.argmax(T([[1.0, 2, 3]]), 1, out=tessel.empty(3, dtype=tessel.int64)))
+    assert len(caught) == 1 and "had shape [3], which does not match the required output shape [1]" in caught[0]
+    _, caught = _warnings_of(lambda: tessel.add(T([1.0, 2, 3]), 1, out=o2))
+    assert tuple(o2.shape) == (3,) and "had shape [2, 2]" in caught[0]
+    overlap = "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single"
+    for call in (lambda a: tessel.add(a[:3], 1, out=a[1:]), lambda a: tessel.exp(a[:3], out=a[1:]),
+                 lambda a: tessel.mul(a[1:], a[:3], out=a[:3]), lambda a: tessel.cat([a[:2], a[2:]], out=a),
+                 lambda a: tessel.eq(a[:3], 2, out=a[1:]), lambda a: tessel.clamp(a[:3], 2, 3, out=a[1:]),
+                 lambda a: tessel.cumsum(a[:3], 0, out=a[1:]), lambda a: tessel.floor(a[:3], out=a[1:]),
+                 lambda a: tessel.add(a.view(2, 2), 1, out=a.view(2, 2).t())):
+        a = T([1.0, 2, 3, 4])
+        with pytest.raises(RuntimeError, match=overlap):
+            call(a)
+        assert a.tolist() == [1.0, 2.0, 3.0, 4.0]
+    a = T([1.0, 2, 3, 4])
+    tessel.add(a, 1, out=a)  # the same memory (full overlap) is allowed, as torch's
+    tessel.add(a[:2], 1, out=a[2:])
+    assert a.tolist() == [2.0, 3.0, 3.0, 4.0]
+    a = T([[1.0, 2], [3, 4]])
+    tessel.mm(a, a, out=a)
+    assert a.tolist() == [[7.0, 10.0], [15.0, 22.0]]  # torch's
+
+
+def test_out_dtype_rules_per_op():
+    def raises(exc, msg, call):
+        with pytest.raises(exc, match=msg):
+            call()
+    f64, i32, i64 = tessel.float64, tessel.int32, tessel.int64
+    raises(RuntimeError, "Found dtype Float but expected Long", lambda: tessel.abs(T([-1, 4]), out=tessel.empty(2)))
+    raises(RuntimeError, "Found dtype Double but expected Float",
+           lambda: tessel.abs(T([-1.5, 4]), out=tessel.empty(2, dtype=f64)))
+    raises(RuntimeError, "Found dtype Float but expected Long", lambda: tessel.neg(T([-1, 4]), out=tessel.empty(2)))
+    raises(RuntimeError, "Found dtype Int but expected Long",
+           lambda: tessel.clamp(T([-1, 4, 9]), 0, 5, out=tessel.empty(3, dtype=i32)))
+    raises(RuntimeError, "Found dtype Int but expected Float",
+           lambda: tessel.floor(T([1.5, 2]), out=tessel.empty(2, dtype=i32)))
+    raises(RuntimeError, "Found dtype Long but expected Float",
+           lambda: tessel.round(T([1.5, 2]), out=tessel.empty(2, dtype=i64)))
+    raises(RuntimeError, "Found dtype Long but expected Int",
+           lambda: tessel.sign(T([-1, 0, 3], dtype=i32), out=tessel.empty(3, dtype=i64)))
+    raises(RuntimeError, "Found dtype Int but expected Long",
+           lambda: tessel.bitwise_not(T([1, 2]), out=tessel.empty(2, dtype=i32)))
+    raises(RuntimeError, "Expected out tensor to have dtype float, but got double instead",
+           lambda: tessel.mm(tessel.ones(2, 2), tessel.ones(2, 2), out=tessel.empty(2, 2, dtype=f64)))
+    raises(RuntimeError, "Expected out tensor to have dtype float, but got double instead",
+           lambda: tessel.matmul(tessel.ones(2, 2), tessel.ones(2, 2), out=tessel.empty(2, 2, dtype=f64)))
+    raises(RuntimeError, "Expected out tensor to have dtype long int, but got float instead",
+           lambda: tessel.mm(tessel.ones(2, 2, dtype=i64), tessel.ones(2, 2, dtype=i64), out=tessel.empty(2, 2)))
+    raises(RuntimeError, "Expected out tensor to have dtype long int, but got int instead",
+           lambda: tessel.sort(T([2.0, 1]), out=(tessel.empty(2), tessel.empty(2, dtype=i32))))
+    raises(RuntimeError, "Expected out tensor to have dtype float, but got int instead",
+           lambda: tessel.max(T([[1.0, 2], [3, 0]]), 1, out=(tessel.empty(2, dtype=i32), tessel.empty(2, dtype=i64))))
+    raises(RuntimeError, "Expected out tensor to have dtype long int, but got int instead",
+           lambda: tessel.argmax(T([[1.0, 2, 3]]), 1, out=tessel.empty(1, dtype=i32)))
+    raises(RuntimeError, "Expected out tensor to have dtype float, but got double instead",
+           lambda: tessel.softmax(T([1.0, 2, 3]), 0, out=tessel.empty(3, dtype=f64)))
+    raises(RuntimeError, "Expected out tensor to have dtype float, but got int instead",
+           lambda: tessel.sum(T([[1.5, 2.5, 3]]), 0, dtype=tessel.float32, out=tessel.empty(3, dtype=i32)))
+    raises(RuntimeError, "Expected the dtype for input and out to match, but got Float for input's dtype and Double "
+           "for out's dtype.", lambda: tessel.amax(T([[1.0, 2, 3]]), 1, out=tessel.empty(1, dtype=f64)))
+    raises(RuntimeError, "Expected out type to be Float but got Double",
+           lambda: tessel.where(T([True, False]), T([1.0, 2]), T([0.0, 0]), out=tessel.empty(2, dtype=f64)))
+    raises(TypeError, "where\\(\\): argument 'other' \\(position 3\\) must be Tensor, not float",
+           lambda: tessel.where(T([True, False]), T([1.0, 2]), 0.0, out=tessel.empty(2)))
+    raises(TypeError, "torch.cat\\(\\): input types can't be cast to the desired output type Long",
+           lambda: tessel.cat([T([1.0]), T([2.0])], out=tessel.empty(2, dtype=i64)))
+    raises(TypeError, "torch.cat\\(\\): input types can't be cast to the desired output type Long",
+           lambda: tessel.stack([T([1.0]), T([2.0])], out=tessel.empty(2, 1, dtype=i64)))
+    raises(RuntimeError, "nan_to_num: dtype of out: Double should be same as input: Float",
+           lambda: tessel.nan_to_num(T([nan, 3.0]), out=tessel.empty(2, dtype=f64)))
+    raises(RuntimeError, "all only supports bool tensor for result, got: Long",
+           lambda: tessel.all(T([[1.0, 2]]), 1, out=tessel.empty(1, dtype=i64)))
+    raises(RuntimeError, "output values must be of same type as input",
+           lambda: tessel.kthvalue(T([[1.0, 2, 3]]), 1, 1, out=(tessel.empty(1, dtype=f64),
+                                                                tessel.empty(1, dtype=i64))))
+    raises(RuntimeError, "expected scalar type 'Long' but got 'Int' for indices output",
+           lambda: tessel.mode(T([[1.0, 2, 3]]), 1, out=(tessel.empty(1), tessel.empty(1, dtype=i32))))
+    raises(RuntimeError, "expected scalar_type Float but found Double",
+           lambda: tessel.cummax(T([1.0, 2, 3]), 0, out=(tessel.empty(3, dtype=f64), tessel.empty(3, dtype=i64))))
+    raises(RuntimeError, "result type Float can't be cast to the desired output type Long",
+           lambda: tessel.remainder(T([-5.0, 4]), 3, out=tessel.empty(2, dtype=i64)))
+    raises(RuntimeError, "result type Float can't be cast to the desired output type Long",
+           lambda: tessel.clamp(T([1.0, 2]), min=T(1.5), out=tessel.empty(2, dtype=i64)))
+    raises(RuntimeError, "^add\\(\\): functions with out=... arguments don't support automatic differentiation",
+           lambda: tessel.add(tessel.ones(2, requires_grad=True), 1, out=tessel.empty(2)))
+    raises(TypeError, "sort\\(\\) received an invalid combination of arguments - got \\(Tensor, out=Tensor\\)",
+           lambda: tessel.sort(T([2.0, 1]), out=tessel.empty(2)))
+    raises(TypeError, "sum\\(\\) received an invalid combination of arguments - got \\(Tensor, out=Tensor\\)",
+           lambda: tessel.sum(T([1, 2]), out=tessel.empty((), dtype=f64)))
+    raises(TypeError, "argsort\\(\\) received an invalid combination of arguments",
+           lambda: tessel.argsort(T([1.0, 2]), out=tessel.empty(2, dtype=i64)))
+    raises(TypeError, "einsum\\(\\) got an unexpected keyword argument 'out'",
+           lambda: tessel.einsum("i,j->ij", tessel.ones(2), tessel.ones(2), out=tessel.empty(2, 2)))
+    # torch's values: a float result into a wider float out, an integer or bool out of a cast reduction
+    same(tessel.add(T([1, 2]), 1, out=tessel.empty(2)), [2.0, 3.0], tessel.float32, (2,))
+    same(tessel.clamp(T([-1, 4, 9]), 0.5, 5, out=tessel.empty(3)), [0.5, 4.0, 5.0], tessel.float32, (3,))
+    same(tessel.sum(T([[1.5], [2.5]]), 0, out=tessel.empty(1, dtype=i64)), [3], i64, (1,))
+    same(tessel.sum(T([[0.5], [0.0]]), 0, out=tessel.empty(1, dtype=tessel.bool)), [True], tessel.bool, (1,))
+    same(tessel.prod(T([[1.5], [2.5]]), 0, out=tessel.empty(1, dtype=i64)), [2], i64, (1,))
+    same(tessel.cumsum(T([1.5, 2.5]), 0, out=tessel.empty(2, dtype=i64)), [1, 3], i64, (2,))
+    same(tessel.sum(T([1.1, 2.2, 3.3]), 0, out=tessel.empty((), dtype=f64)), 6.600000023841858, f64, ())
+    same(tessel.mean(T([1.1, 2.2, 3.3], dtype=f64), out=tessel.empty(())), 2.200000047683716, tessel.float32, ())
+    same(tessel.eq(T([1, 2, 3]), 2, out=tessel.empty(3, dtype=i64)), [0, 1, 0], i64, (3,))
+    same(tessel.gt(T([1, 2, 3]), 2, out=tessel.empty(3)), [0.0, 0.0, 1.0], tessel.float32, (3,))
+    same(tessel.remainder(T([-5, 4, 9]), 3, out=tessel.empty(3, dtype=i32)), [1, 1, 0], i32, (3,))
+    same(tessel.floor_divide(T([1, 2, 3]), 2, out=tessel.empty(3, dtype=f64)), [0.0, 1.0, 1.0], f64, (3,))
+    same(tessel.bitwise_and(T([1, 2, 3]), 1, out=tessel.empty(3)), [1.0, 0.0, 1.0], tessel.float32, (3,))
+    same(tessel.logical_not(T([1.0, 0, 3]), out=tessel.empty(3, dtype=i64)), [0, 1, 0], i64, (3,))
+    same(tessel.logical_and(T([1, 0, 3]), T([1, 1, 0]), out=tessel.empty(3)), [1.0, 0.0, 0.0], tessel.float32, (3,))
+    same(tessel.sign(T([-1.0, 0, 3]), out=tessel.empty(3)), [-1.0, 0.0, 1.0], tessel.float32, (3,))
+    same(tessel.nan_to_num(T([nan, 3.0]), out=tessel.empty(2)), [0.0, 3.0], tessel.float32, (2,))
+    same(tessel.addcmul(tessel.ones(2), tessel.ones(2), tessel.ones(2), out=tessel.empty(2, dtype=f64)), [2.0, 2.0],
+         f64, (2,))
+    same(tessel.lerp(tessel.zeros(2), tessel.ones(2), 0.5, out=tessel.empty(2)), [0.5, 0.5], tessel.float32, (2,))
+    a = tessel.zeros(4, dtype=i64)
+    tessel.remainder(T([5, -5]), 3, out=a[2:])
+    assert a.tolist() == [0, 0, 2, 1]
+
+
+def test_factories_with_out_take_its_dtype():
+    same(tessel.arange(2, out=tessel.empty(2, dtype=tessel.int64)), [0, 1], tessel.int64, (2,))
+    o, caught = _warnings_of(lambda: tessel.arange(0, 1, 0.3, out=tessel.empty(2, dtype=tessel.float64)))
+    same(o, [0.0, 0.3, 0.6, 0.8999999999999999], tessel.float64, (4,))  # torch's values
+    assert len(caught) == 1 and caught[0].startswith(
+        "The number of elements in the out tensor of shape [2] is 2 which does not match the computed number of "
+        "elements 4. Note that this may occur as a result of rounding error. The out tensor will be resized to a "
+        "tensor of shape (4,).")
+    same(tessel.arange(0, 1, 0.3, out=tessel.empty(2, 2, dtype=tessel.float64)),
+         [[0.0, 0.3], [0.6, 0.8999999999999999]], tessel.float64, (2, 2))
+    same(tessel.arange(0, 2.5, out=tessel.empty(3, dtype=tessel.int32)), [0, 1, 2], tessel.int32, (3,))
+    same(tessel.linspace(0, 1, 5, out=tessel.empty(2, dtype=tessel.float16)), [0.0, 0.25, 0.5, 0.75, 1.0],
+         tessel.float16, (5,))
+    same(tessel.linspace(0, 10, 5, out=tessel.empty(5, dtype=tessel.int64)), [0, 2, 5, 7, 10], tessel.int64, (5,))
+    o, caught = _warnings_of(lambda: tessel.zeros(3, out=tessel.empty(2, dtype=tessel.int32)))
+    same(o, [0, 0, 0], tessel.int32, (3,))
+    assert caught == []
+    same(tessel.ones(2, 2, out=tessel.empty(2, dtype=tessel.int32)), [[1, 1], [1, 1]], tessel.int32, (2, 2))
+    same(tessel.full((3,), 2.5, out=tessel.empty(2, dtype=tessel.int32)), [2, 2, 2], tessel.int32, (3,))
+    with pytest.raises(RuntimeError, match="dtype Float does not match dtype of out parameter \\(Int\\)"):
+        tessel.ones(3, out=tessel.empty(2, dtype=tessel.int32), dtype=tessel.float32)
+    with pytest.raises(RuntimeError, match="dtype Long does not match dtype of out parameter \\(Float\\)"):
+        tessel.arange(4, out=tessel.empty(2), dtype=tessel.int64)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
