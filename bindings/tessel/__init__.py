@@ -609,8 +609,9 @@ def _accept_numpy_arg_names():
     out_names = ("add sub mul div true_divide matmul mm bmm cat concat concatenate stack exp log sqrt abs neg "
                  "pow sin cos tanh sigmoid clamp where maximum minimum addmm outer eq ne lt gt le ge remainder fmod "
                  "floor_divide bitwise_and bitwise_or bitwise_xor bitwise_not logical_and logical_or logical_xor "
-                 "logical_not floor ceil round trunc sign nan_to_num addcmul lerp arange linspace zeros ones "
-                 "full").split()
+                 "logical_not floor ceil round trunc sign nan_to_num addcmul lerp arange linspace zeros ones full "
+                 "subtract multiply divide absolute negative greater greater_equal less less_equal not_equal clip "
+                 "fix").split()
     _out_rules = ("softmax", "log_softmax")  # C++ functions whose out= has a rule of its own (tessel/_out.py)
     for owner, is_class in ((Tensor, True), (namespace, False)):
         for name in names + ([] if is_class else [n for n in out_names if n not in names]):

@@ -37,7 +37,8 @@ _OVERLAP_CHECKED = frozenset(
     "add sub mul div true_divide exp log sqrt abs neg pow sin cos tanh sigmoid clamp where maximum minimum outer "
     "eq ne lt gt le ge remainder fmod floor_divide bitwise_and bitwise_or bitwise_xor bitwise_not logical_and "
     "logical_or logical_xor logical_not floor ceil round trunc sign nan_to_num addcmul lerp cumsum cumprod cat "
-    "concat concatenate stack".split())
+    "concat concatenate stack subtract multiply divide absolute negative greater greater_equal less less_equal "
+    "not_equal clip fix".split())
 
 _RESIZED = ("An output with one or more elements was resized since it had shape %s, which does not match the "
             "required output shape %s. This behavior is deprecated, and in a future PyTorch release outputs will not "

@@ -478,6 +478,10 @@ def test_out_dtype_rules_per_op():
     same(tessel.addcmul(tessel.ones(2), tessel.ones(2), tessel.ones(2), out=tessel.empty(2, dtype=f64)), [2.0, 2.0],
          f64, (2,))
     same(tessel.lerp(tessel.zeros(2), tessel.ones(2), 0.5, out=tessel.empty(2)), [0.5, 0.5], tessel.float32, (2,))
+    same(tessel.greater(T([1.0, 3]), T([2.0, 2]), out=tessel.empty(2, dtype=f64)), [0.0, 1.0], f64, (2,))
+    same(tessel.subtract(T([1.0, 3]), 1, out=tessel.empty(2, dtype=f64)), [0.0, 2.0], f64, (2,))
+    raises(RuntimeError, "Found dtype Double but expected Float",
+           lambda: tessel.absolute(T([1.0]), out=tessel.empty(1, dtype=f64)))
     a = tessel.zeros(4, dtype=i64)
     tessel.remainder(T([5, -5]), 3, out=a[2:])
     assert a.tolist() == [0, 0, 2, 1]
