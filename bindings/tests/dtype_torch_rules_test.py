@@ -65,6 +65,13 @@ def test_complex_dtype_conversions_finfo_and_complex_data():
     z = T([1, 2], dtype=tessel.complex128)
     assert z.dtype == tessel.complex128 and z.tolist() == [(1 + 0j), (2 + 0j)]
     assert tessel.full((2,), 1 + 1j).dtype == tessel.complex64
+    zero_d = T(1, dtype=tessel.complex128)
+    for real in ("bool", "uint8", "int32", "int64"):  # torch: an integer tensor takes the complex dtype
+        assert (tessel.ones(2, dtype=getattr(tessel, real)) + zero_d).dtype == tessel.complex128, real
+    assert (tessel.ones(2) * zero_d).dtype == tessel.complex64  # a float tensor keeps its precision
+    assert (tessel.ones(2) / zero_d).dtype == tessel.complex64
+    z = tessel.ones(2, dtype=tessel.complex64) + tessel.ones(2, dtype=tessel.float64)
+    assert z.dtype == tessel.complex128 and z.tolist() == [(2 + 0j), (2 + 0j)]
 
 
 def test_tensor_checks_python_numbers_into_integer_dtypes():
