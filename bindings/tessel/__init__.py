@@ -603,7 +603,7 @@ def _accept_numpy_arg_names():
             kwargs["keepdim"] = kwargs.pop("keepdims")
         return kwargs
 
-    def wrap(fn):
+    def wrap(fn, name):
         @functools.wraps(fn)
         def accepting(*args, **kwargs):
             if not kwargs:
@@ -611,11 +611,10 @@ def _accept_numpy_arg_names():
             if "out" not in kwargs and "axis" not in kwargs and "keepdims" not in kwargs:
                 return fn(*args, **kwargs)  # fast path: nothing to rename (cat(xs, dim=0), sum(dim=1))
             out = kwargs.pop("out", None)
-            result = fn(*args, **renamed(kwargs))
             if out is None:
-                return result
-            from ._out import write_out
-            return write_out(result, out)
+                return fn(*args, **renamed(kwargs))
+            from ._out import call
+            return call(fn, name, args, renamed(kwargs), out)  # torch's out= rules for this function
         return accepting
 
     names = ("all amax amin aminmax any argmax argmin argsort chunk count_nonzero cummax cummin cumprod cumsum diff "
@@ -623,22 +622,30 @@ def _accept_numpy_arg_names():
              "quantile size softmax sort squeeze std std_mean sum topk unbind unsqueeze var var_mean").split()
     namespace = globals()
     # torch's out= on its functions (the Tensor methods take none): the tutorials' torch.matmul(t, t.T, out=y)
+    # (einsum has none in torch)
     out_names = ("add sub mul div true_divide matmul mm bmm cat concat concatenate stack exp log sqrt abs neg "
-                 "pow sin cos tanh sigmoid clamp where maximum minimum addmm einsum outer").split()
+                 "pow sin cos tanh sigmoid clamp where maximum minimum addmm outer eq ne lt gt le ge remainder fmod "
+                 "floor_divide bitwise_and bitwise_or bitwise_xor bitwise_not logical_and logical_or logical_xor "
+                 "logical_not floor ceil round trunc sign nan_to_num addcmul lerp arange linspace zeros ones full "
+                 "subtract multiply divide absolute negative greater greater_equal less less_equal not_equal clip "
+                 "fix").split()
+    _out_rules = ("softmax", "log_softmax")  # C++ functions whose out= has a rule of its own (tessel/_out.py)
     for owner, is_class in ((Tensor, True), (namespace, False)):
         for name in names + ([] if is_class else [n for n in out_names if n not in names]):
             fn = getattr(owner, name, None) if is_class else owner.get(name)
             if fn is None:
                 continue
-            if type(fn).__name__ == "builtin_function_or_method":  # a bound C++ function
-                _C._add_numpy_arg_names(fn)
+            if type(fn).__name__ == "builtin_function_or_method" and (is_class or name not in _out_rules):
+                _C._add_numpy_arg_names(fn)  # a bound C++ function (its out= takes write_out's default rules)
             elif is_class:
-                setattr(owner, name, wrap(fn))
+                setattr(owner, name, wrap(fn, name))
             else:
-                owner[name] = wrap(fn)
+                owner[name] = wrap(fn, name)
 
 
 _accept_numpy_arg_names()
+from . import _dtype_errors  # noqa: E402 (torch's errors for integer inputs of float-only kernels)
+_dtype_errors.install(globals())
 from . import _dynamo, compiler, jit  # noqa: E402,F401 (torch.jit / torch.compiler queries: eager code)
 
 

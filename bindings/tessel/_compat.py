@@ -8,7 +8,6 @@ initializers normal_ / uniform_, and Tensor.data.
         w.normal_(0.0, 0.02); b.zero_(); p.data.mul_(0.5)
 """
 import builtins
-import math
 
 from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
 from ._clamp import _PLAIN_FLOATS, _clamp
@@ -120,6 +119,9 @@ _add_cpp, _mul_cpp = Tensor.add_, Tensor.mul_
 
 
 def _add_(self, other, alpha=1):
+    if alpha.__class__ is not builtins.int:  # torch's alpha check (a float alpha into an integer result raises)
+        from ._promotion import check_alpha_of
+        check_alpha_of(self, other, alpha)
     if isinstance(other, Tensor):  # fast path: a float32 / float64 tensor plus one of its dtype (as below)
         d = self.dtype.value
         if (d == _PLAIN_FLOATS[0] or d == _PLAIN_FLOATS[1]) and other.dtype.value == d:
@@ -146,20 +148,23 @@ def _sub_(self, other, alpha=1):
     if self.dtype == _C.dtype.bool and isinstance(other, Tensor) and other.dtype == _C.dtype.bool:
         raise NotImplementedError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
                                   "`^` or `logical_xor()` operator instead.")
+    if alpha.__class__ is not builtins.int:  # checked before the negation (-True is an int)
+        from ._promotion import check_alpha_of
+        check_alpha_of(self, other, alpha)
     return _add_(self, other, -alpha)
 
 
-def _check_int_target(self, other, name):
-    """torch: an integer tensor cannot take a float result in place ("result type Float can't be cast to
-    the desired output type Long")."""
-    from ._tensor import _torch_dtype_name
-    if not self.dtype.is_floating_point and (isinstance(other, builtins.float) or (
-            isinstance(other, Tensor) and other.dtype.is_floating_point)):
-        raise RuntimeError("%s: result type Float can't be cast to the desired output type %s"
-                           % (name, _torch_dtype_name(self.dtype)))
-    if self.dtype == _C.dtype.bool and (isinstance(other, builtins.int) and not isinstance(other, builtins.bool) or (
-            isinstance(other, Tensor) and other.dtype != _C.dtype.bool)):
-        raise RuntimeError("%s: result type Long can't be cast to the desired output type Bool" % name)
+def _check_int_target(self, other, name=None):
+    """torch's in-place dtype rule, checked before computing: the result type of self and other must cast to
+    self's dtype ("result type Float can't be cast to the desired output type Long", without the method's name:
+    torch's message has none). A floating self takes every real result."""
+    if self.dtype.is_floating_point:
+        return
+    from ._promotion import _name, can_cast, result_type
+    result = result_type(self, other)
+    if not can_cast(result, self.dtype):
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_name(result), _name(self.dtype)))
 
 
 def _mul_(self, other):
@@ -175,8 +180,11 @@ def _mul_(self, other):
 
 def _div_(self, other):
     if not self.dtype.is_floating_point:  # true division of an integer tensor is a float
-        raise RuntimeError("div_: result type Float can't be cast to the desired output type %s"
-                           % str(self.dtype).rsplit(".", 1)[-1])
+        from ._promotion import _name, result_type
+        result = result_type(self, other)
+        result = result if result.is_floating_point or result.is_complex else _dtypes.default_float()
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_name(result), _name(self.dtype)))
     return _in_place(self, self / other, "div_")  # x / 0 is inf, as torch (no Python ZeroDivisionError)
 
 
@@ -392,8 +400,7 @@ def _augmented(name, method):
     it must be), as torch; without these Python rebinds `a` to a new tensor and aliases, views and buffers keep
     the old values."""
     def op(self, other):
-        if name in ("__ifloordiv__", "__imod__", "__ipow__"):
-            _check_int_target(self, other, method)
+        _check_int_target(self, other)  # (torch checks the cast first: int_t &= 1.5 is a cast error)
         return getattr(self, method)(other)
     op.__name__ = name
     return op
@@ -525,7 +532,8 @@ def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, _op="
     """torch.var: Σ (x - mean)² / max(0, N - correction) over dim (all dims when None); correction 1
     (Bessel's) unless unbiased=False or correction= says otherwise. N - correction <= 0 gives inf or NaN."""
     if not self.dtype.is_floating_point:
-        raise RuntimeError("std and var only support floating point and complex dtypes")
+        raise NotImplementedError("%s only support floating point and complex dtypes"
+                                  % (_op if _op.endswith("_mean") else "std and var"))
     if isinstance(dim, builtins.bool):  # torch's var(unbiased) overload: x.var(False) is the biased var
         dim, unbiased = None, dim
     # accumulated in float64 as torch's CPU Welford: 1e30 in float32 overflowed
@@ -598,6 +606,9 @@ _norm_cpp = Tensor.norm
 
 def _norm(self, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """Tensor.norm / torch.norm(input, p, dim, keepdim, out, dtype): dtype casts the input first, as torch's."""
+    if not self.dtype.is_floating_point:  # (checked before dtype's cast, as torch's)
+        from ._dtype_errors import vector_norm_error
+        raise vector_norm_error(self)
     result = _norm_cpp(self if dtype is None else self.to(dtype), p, dim, keepdim)
     if out is not None:
         return out.copy_(result)

@@ -250,6 +250,15 @@ class ComplexTensor:
     def _pair(self):
         return self._r.select(-1, 0), self._r.select(-1, 1)
 
+    def _with_real(self, other):
+        """self's parts and the real tensor `other` in the real dtype of torch's result type (an integer tensor
+        takes self's complex dtype, a float one keeps its precision next to a 0-d complex: int64 [2] + complex128
+        0-d is complex128, float32 [2] + complex128 0-d complex64)."""
+        from ._promotion import result_type
+        real = result_type(self, other).to_real()
+        return (self._r if self._r.dtype == real else self._r.to(real)), (other if other.dtype == real else
+                                                                          other.to(real))
+
     def __mul__(self, other):
         a, b = self._pair()
         if isinstance(other, ComplexTensor):
@@ -258,8 +267,9 @@ class ComplexTensor:
         if isinstance(other, builtins.complex):
             return _from_parts(a * other.real - b * other.imag, a * other.imag + b * other.real)
         if isinstance(other, Tensor):
-            other = other.unsqueeze(-1)
-        elif not isinstance(other, numbers.Real):
+            r, other = self._with_real(other)
+            return ComplexTensor(r * other.unsqueeze(-1))
+        if not isinstance(other, numbers.Real):
             return NotImplemented
         return ComplexTensor(self._r * other)
 
@@ -267,7 +277,8 @@ class ComplexTensor:
 
     def __add__(self, other):
         if isinstance(other, Tensor):  # a real tensor adds to the real parts
-            a, b = self._pair()
+            r, other = self._with_real(other)
+            a, b = r.select(-1, 0), r.select(-1, 1)
             return _from_parts(a + other, b + other * 0.0)
         if not isinstance(other, (ComplexTensor, numbers.Number)):
             return NotImplemented
@@ -294,7 +305,8 @@ class ComplexTensor:
         if isinstance(other, builtins.complex):
             return self / ComplexTensor(_parts(other, self._r.dtype))
         if isinstance(other, Tensor):
-            return ComplexTensor(self._r / other.unsqueeze(-1))
+            r, other = self._with_real(other)
+            return ComplexTensor(r / other.unsqueeze(-1))
         if isinstance(other, numbers.Real):
             return ComplexTensor(self._r / other)
         return NotImplemented

@@ -118,6 +118,10 @@ def nansum(x, dim=None, keepdim=False, *, dtype=None):
 
 
 def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    if not x.dtype.is_floating_point:
+        from ._namespace import _name
+        raise NotImplementedError("nanmean(): expected input to have floating point or complex dtype but got %s"
+                                  % _name(x.dtype))
     count = (~isnan(x)).to(dtype or x.dtype)
     total = count.sum() if dim is None and not keepdim else count.sum(_dims_or_all(x, dim), keepdim=keepdim)
     return nansum(x, dim, keepdim, dtype=dtype) / total

@@ -21,12 +21,19 @@ def _int_host(a, b, fn, name):
     from ._namespace import result_type
     # torch's result type (a 0-d tensor or a Python number only lifts the category: uint8 % int8 0-d is uint8,
     # bool % 2 is int64); a Python int takes it first, wrapping as torch's scalar cast: uint8 // -2 divides by 254
-    dtype = np.dtype(str(result_type(a, b)).rsplit(".", 1)[-1])
+    result = result_type(a, b)
+    if result == _dtypes.bool:  # torch's kernels have no bool case (bool // bool gave a bool)
+        raise NotImplementedError("\"%s\" not implemented for 'Bool'" % _KERNELS[name])
+    dtype = np.dtype(str(result).rsplit(".", 1)[-1])
     av = (a.numpy() if isinstance(a, Tensor) else np.asarray(a)).astype(dtype)
     bv = (b.numpy() if isinstance(b, Tensor) else np.asarray(b)).astype(dtype)
     if np.any(bv == 0):
         raise RuntimeError("ZeroDivisionError")
-    return _tensor(np.asarray(fn(av, bv)).astype(dtype))
+    with np.errstate(over="ignore"):  # int8 -128 // -1 wraps, as torch's (numpy warned)
+        return _tensor(np.asarray(fn(av, bv)).astype(dtype))
+
+
+_KERNELS = {"remainder": "remainder_cpu", "fmod": "fmod_cpu", "floor_divide": "div_floor_cpu"}
 
 
 def _is_int(x):
@@ -190,9 +197,12 @@ def _floor_divide(input, other):
     if _is_int(input) and _is_int(other):
         return _int_host(input, other, np.floor_divide, "floor_divide")
     a, b = _float_operands(input, other)
-    if a.dtype in _REDUCED:  # torch's kernel: in float32 (a divisor number at float32 precision; a dividend
-        # number is rounded to the tensor's dtype), one rounding at the end
+    if a.dtype in _REDUCED and not (isinstance(other, Tensor) and other.numel() > 1):
+        # torch's kernel for one divisor (a number or a one-element tensor): in float32 (a divisor number at
+        # float32 precision; a dividend number is rounded to the tensor's dtype), one rounding at the end
         return _floor_divide(_float32(input if isinstance(input, Tensor) else a), _float32(other)).to(a.dtype)
+    # (a 16-bit divisor tensor: torch's element kernel rounds every step to the 16-bit dtype, which the ops below
+    # do in that dtype; from float32 values 288 of 4096 float16 quotients beyond 2048 differed)
     a, b = a.detach(), b.detach()
     return _floor_div_value(a, b, _fmod_value(a, b))
 

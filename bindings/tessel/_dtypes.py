@@ -65,12 +65,15 @@ def promoted(tensors):
 
 class finfo:
     """torch.finfo: the numeric limits of a floating dtype (the default dtype by default): bits, eps, max, min, tiny
-    (= smallest_normal), resolution, dtype (its name, as torch's)."""
+    (= smallest_normal), resolution, dtype (its name, as torch's). A complex dtype gives its parts' limits."""
 
     def __init__(self, type=None):  # noqa: A002 (torch's argument name)
         type = default_float() if type is None else type
+        if getattr(type, "is_complex", False) is True:
+            type = type.to_real()  # torch: finfo(complex64) is float32's
         if not isinstance(type, dtype) or not type.is_floating_point:
-            raise TypeError("torch.finfo() requires a floating point input type, got %r" % (type,))
+            raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                            "'torch.finfo'")
         if type == bfloat16:  # numpy has no bfloat16: 8 exponent bits as float32, 7 mantissa bits
             self.bits, self.eps, self.max, self.tiny, self.resolution = 16, 2.0 ** -7, 3.3895313892515355e38, \
                 1.1754943508222875e-38, 0.01
@@ -90,7 +93,7 @@ class iinfo:
 
     def __init__(self, type):  # noqa: A002
         if not isinstance(type, dtype) or type.is_floating_point or type == bool_dtype:
-            raise TypeError("torch.iinfo() requires an integer input type, got %r" % (type,))
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to handle 'torch.iinfo'")
         info = _np.iinfo({int64: _np.int64, int32: _np.int32, int16: _np.int16, int8: _np.int8, uint8: _np.uint8}[type])
         self.bits, self.min, self.max = info.bits, _builtins.int(info.min), _builtins.int(info.max)
         self.dtype = repr(type).split(".")[-1]

@@ -22,6 +22,7 @@ from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
 from ._subscript import _broadcast_shape
+from ._linspace import linspace  # noqa: F401 (torch.linspace; _composed imports it from here)
 from ._tensor import (Tensor, _host_numpy, _torch_dtype_name, bernoulli, exponential_, random_, tensor as _tensor,
                       with_zero_gradient, wrap_dim, zero_dim_as_vector, zeros as _zeros)
 
@@ -227,11 +228,13 @@ def isfinite(x):
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN, inf and -inf of x replaced at once (the masks come from x: a nan of 1e39, inf in float32, was then
+    replaced by posinf's default); replacements beyond the dtype's range are infinite, as torch's cast."""
     big = {_dtypes.float64: np.finfo(np.float64).max, _dtypes.float16: 65504.0,
            _dtypes.bfloat16: 3.3895313892515355e38}.get(x.dtype, float(np.finfo(np.float32).max))
-    out = _C._functional.where(isnan(x), _scalar_like(x, nan), x)
-    out = _C._functional.where(out == math.inf, _scalar_like(x, big if posinf is None else posinf), out)
-    return _C._functional.where(out == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
+    out = _C._functional.where(x == math.inf, _scalar_like(x, big if posinf is None else posinf), x)
+    out = _C._functional.where(x == -math.inf, _scalar_like(x, -big if neginf is None else neginf), out)
+    return _C._functional.where(isnan(x), _scalar_like(x, nan), out)
 
 
 @zero_dim_as_vector
@@ -645,13 +648,6 @@ def round_(x, *, decimals=0):
     return out.to(x.dtype)
 
 
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    from ._device import check_cpu
-    check_cpu(device, "linspace")
-    t = _tensor(np.linspace(start, end, steps), dtype=dtype or _dtypes.default_float())
-    return t.requires_grad_(True) if requires_grad else t
-
-
 def one_hot(x, num_classes=-1):
     if x.dtype.is_floating_point or x.dtype == _dtypes.bool:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
@@ -689,6 +685,8 @@ def _exact_numpy(t):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from ._logical import check_close
+    check_close(a, b, rtol, atol, "allclose")
     return bool(np.allclose(_exact_numpy(a), _exact_numpy(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

@@ -9,7 +9,7 @@ as in torch, and a tensor an op saved for backward that the write changed is cau
 A leaf that requires grad (or a view of one) refuses, as torch; a DTensor that others share raises (write the
 out-of-place form). Outside autograd the methods write in place as before.
 """
-from . import _C
+from . import _C, _dtypes
 
 Tensor = _C.Tensor
 _is_grad_enabled = _C.is_grad_enabled
@@ -45,10 +45,19 @@ def _scaled(self, other, alpha):
     return fused if fused is not None else _scaled_add(self, other, alpha)  # (mixed dtypes: promoted, then fused)
 
 
+def _added(self, other, alpha, sign):
+    """add_ / sub_ (sign -1) recorded: torch's alpha check, then self + sign · alpha · other."""
+    from ._promotion import check_alpha_of
+    check_alpha_of(self, other, alpha)
+    if alpha != 1:
+        return _scaled(self, other, sign * alpha)
+    return self + other if sign > 0 else self - other
+
+
 # name -> the out-of-place result (self's shape; dtype cast back to self's)
 _OUT_OF_PLACE = {
-    "add_": lambda self, other, alpha=1: _scaled(self, other, alpha) if alpha != 1 else self + other,
-    "sub_": lambda self, other, alpha=1: _scaled(self, other, -alpha) if alpha != 1 else self - other,
+    "add_": lambda self, other, alpha=1: _added(self, other, alpha, 1),
+    "sub_": lambda self, other, alpha=1: _added(self, other, alpha, -1),
     "mul_": lambda self, other: self * other,
     "div_": lambda self, other, rounding_mode=None: self.div(other, rounding_mode=rounding_mode)
     if rounding_mode is not None else self / other,
@@ -168,8 +177,29 @@ def _check_no_grad_view(self):
 _MAY_FLOAT = frozenset(("exp_", "sqrt_", "log_", "reciprocal_", "pow_"))
 
 
+# torch names the target by its C++ type in these ops' cast errors ("... output type long int")
+_C_TYPE_NAMED = frozenset(("clamp_min_", "clamp_max_", "clip_"))
+# in-place ops whose result dtype an integer or bool self is checked against before computing (as torch's
+# TensorIterator: x.addcmul_(float_t, t) computed in float and truncated; int_t.bitwise_and_(1.5) leaked numpy's
+# TypeError)
+_CAST_FIRST = frozenset(("addcmul_", "addcdiv_", "bitwise_and_", "bitwise_or_", "bitwise_xor_"))
+
+
+def _check_cast(name, result, target):
+    """torch's in-place rule: a `result` dtype the tensor's `target` dtype cannot hold raises (without the op's
+    name: torch's message has none)."""
+    from ._promotion import _name, can_cast
+    if not can_cast(result, target):
+        to = _dtypes.c_type_name(target) if name in _C_TYPE_NAMED else _name(target)
+        raise RuntimeError("result type %s can't be cast to the desired output type %s" % (_name(result), to))
+
+
 def _wrap(name, original, out_of_place):
     def method(self, *args, **kwargs):
+        if name in _CAST_FIRST and not self.dtype.is_floating_point:
+            from ._promotion import result_type
+            _check_cast(name, result_type(self, *[a for a in args if isinstance(a, (Tensor, int, float))]),
+                        self.dtype)
         # the checks of _check_no_grad_view and _any_requires_grad inlined (every in-place op pays them)
         if _is_grad_enabled():
             if self.requires_grad:
@@ -187,10 +217,7 @@ def _wrap(name, original, out_of_place):
             with _C._GradMode(False):
                 result = out_of_place(self, *args, **kwargs)
                 if not self.dtype.is_floating_point:
-                    from . import _namespace as ns
-                    if not ns.can_cast(result.dtype, self.dtype):
-                        raise RuntimeError("%s: result type %s can't be cast to the desired output type %s"
-                                           % (name, ns._name(result.dtype), ns._name(self.dtype)))
+                    _check_cast(name, result.dtype, self.dtype)
                     result = _fitted(self, name, result)
                 return self.copy_(result)
         return original(self, *args, **kwargs)

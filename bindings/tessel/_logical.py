@@ -111,17 +111,17 @@ def _host_bitwise(op, name):
         if any(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (a, b)):
             # bool_tensor & 1: an integer result, as torch promotes (a Python int over bool)
             a, b = (v.to(_dtypes.int64) if isinstance(v, Tensor) and v.dtype == _dtypes.bool else v for v in (a, b))
-            tensors = [t for t in (a, b) if isinstance(t, Tensor)]
-        if any(t.dtype.is_floating_point for t in tensors):
-            raise TypeError("%s is only supported for integer and bool tensors (got %s)"
-                            % (name, ", ".join(str(t.dtype) for t in tensors)))
+        from ._namespace import _name, result_type  # a 0-d operand does not widen a dimensioned one (uint8 & 3)
+        dtype = a.dtype if op == "not" else result_type(a, b)
+        if dtype.is_floating_point or dtype.is_complex:
+            # torch's kernels take integers and bools only (int_tensor & 1.5 leaked numpy's TypeError)
+            raise NotImplementedError("\"%s_cpu\" not implemented for '%s'" % (name, _name(dtype)))
         av = a.numpy() if isinstance(a, Tensor) else a
         if op == "not":
             return _tensor(np.invert(av))
         bv = b.numpy() if isinstance(b, Tensor) else b
         out = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](av, bv)
-        from ._namespace import result_type  # a 0-d operand does not widen a dimensioned one (uint8 & tensor(3))
-        return _tensor(np.asarray(out)).to(result_type(a, b))
+        return _tensor(np.asarray(out)).to(dtype)
     fn.__name__ = name
     return fn
 
@@ -142,10 +142,22 @@ def isneginf(x):
     return x == -math.inf if x.dtype.is_floating_point else x != x
 
 
+def check_close(a, b, rtol, atol, name):
+    """torch's argument checks of isclose / allclose: two tensors of one dtype, non-negative tolerances."""
+    if not isinstance(b, Tensor):
+        raise TypeError("%s(): argument 'other' (position 2) must be Tensor, not %s" % (name, type(b).__name__))
+    if a.dtype != b.dtype:
+        from ._promotion import _name
+        raise RuntimeError("%s did not match %s" % (_name(a.dtype), _name(b.dtype)))
+    for tol, value in (("rtol", rtol), ("atol", atol)):
+        if not value >= 0:  # (NaN too)
+            raise RuntimeError("%s must be greater than or equal to zero, but got %g" % (tol, value))
+
+
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol·|b| elementwise (infinities equal only to themselves; NaN to NaN with equal_nan),
     as torch.isclose."""
-    b = b if isinstance(b, Tensor) else _C._full([], float(b), a.dtype)
+    check_close(a, b, rtol, atol, "isclose")
     if not a.dtype.is_floating_point:  # integers and bools compared exactly, without wrapping: uint8's 2 - 3 was
         a, b = a.double(), b.double()  # 255 (isclose(2, 3, atol=1) False)
     close = logical_and((a - b).abs() <= atol + rtol * b.abs(), logical_and(isfinite(a), isfinite(b)))
@@ -282,13 +294,18 @@ def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def clamp_(x, min=None, max=None):
-    """In place (under autograd tessel/_inplace.py records it instead). An integer tensor with a Python float
-    bound raises torch's error (its result type is floating); it was clamped in float and truncated back, so
-    clamp_(min=1.5) left 1 as 1."""
-    if not x.dtype.is_floating_point and any(isinstance(b, float) or (isinstance(b, Tensor) and
-                                                 b.dtype.is_floating_point) for b in (min, max)):
-        raise RuntimeError("clamp_: result type Float can't be cast to the desired output type %s"
-                           % str(x.dtype).rsplit(".", 1)[-1])  # (a float tensor bound too: it was truncated)
+    """In place (under autograd tessel/_inplace.py records it instead). A result type x cannot hold raises torch's
+    error (it was clamped in float and truncated back, so clamp_(min=1.5) left 1 as 1): with number bounds torch
+    names x's C++ type ("long int"), with a tensor bound its dtype ("Long")."""
+    if not x.dtype.is_floating_point:
+        bounds = [b for b in (min, max) if b is not None]
+        if bounds:
+            from ._promotion import _name, can_cast, result_type
+            result = result_type(x, *bounds)
+            if not can_cast(result, x.dtype):
+                tensor_bound = builtins.any(isinstance(b, Tensor) for b in bounds)
+                raise RuntimeError("result type %s can't be cast to the desired output type %s" % (
+                    _name(result), _name(x.dtype) if tensor_bound else _dtypes.c_type_name(x.dtype)))
     return x.copy_(x.clamp(min, max))
 
 

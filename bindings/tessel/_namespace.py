@@ -21,82 +21,16 @@ tessel already defines (the C++ ops and the earlier Python modules win).
 import builtins
 import math
 
-import numpy as np
-
 from . import _C, _dtypes, return_types
 from ._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 from ._dtensor_compose import aligned_args
 from ._extra import fused_operands
+# the dtype rules (_promotion.py), which tessel's modules also import from here
+from ._promotion import _NAMES, _name, can_cast, check_alpha_of, promote_types, result_type  # noqa: F401
 from ._tensor import with_zero_gradient
 
 Tensor = _C.Tensor
 _bool, _float, _int = builtins.bool, builtins.float, builtins.int
-
-# ---- dtype rules ------------------------------------------------------------------------------------------
-
-_CATEGORY = {_dtypes.bool: 0, _dtypes.uint8: 1, _dtypes.int8: 1, _dtypes.int16: 1, _dtypes.int32: 1, _dtypes.int64: 1,
-             _dtypes.float16: 2, _dtypes.bfloat16: 2, _dtypes.float32: 2, _dtypes.float64: 2}
-_NAMES = {_dtypes.bool: "Bool", _dtypes.uint8: "Byte", _dtypes.int8: "Char", _dtypes.int16: "Short",
-          _dtypes.int32: "Int", _dtypes.int64: "Long", _dtypes.float16: "Half", _dtypes.bfloat16: "BFloat16",
-          _dtypes.float32: "Float", _dtypes.float64: "Double"}
-
-
-def _check_dtype(d, fn):
-    if d not in _CATEGORY:
-        raise TypeError("%s(): expected a tessel dtype, got %r" % (fn, d))
-
-
-def promote_types(type1, type2):
-    """torch.promote_types: the smallest dtype both convert to without leaving their category (bool < integer
-    < floating): int32 + int64 -> int64, int64 + float16 -> float16, float16 + bfloat16 -> float32."""
-    _check_dtype(type1, "promote_types")
-    _check_dtype(type2, "promote_types")
-    return _C._promote_types(type1, type2)  # the ops' own rule (bindings/tensor_ops_py.cc)
-
-
-def can_cast(from_, to):
-    """torch.can_cast: whether an op may write a `from_` result into a `to` tensor (same or higher
-    category: float -> int and int -> bool may not)."""
-    _check_dtype(from_, "can_cast")
-    _check_dtype(to, "can_cast")
-    return _CATEGORY[from_] <= _CATEGORY[to]
-
-
-def _scalar_dtype(v):
-    if isinstance(v, _bool):
-        return _dtypes.bool
-    if isinstance(v, (_int, np.integer)):
-        return _dtypes.int64
-    if isinstance(v, (_float, np.floating)):
-        return _dtypes.default_float()  # torch's default dtype
-    raise TypeError("result_type(): expected a Tensor or a Python number, got %s" % type(v).__name__)
-
-
-def _combine_categories(higher, lower):
-    if higher is None:
-        return lower
-    if lower is None:
-        return higher
-    if _CATEGORY[higher] == 2:
-        return higher
-    if higher == _dtypes.bool or _CATEGORY[lower] == 2:
-        return promote_types(higher, lower)
-    return higher
-
-
-def result_type(tensor1, tensor2, *more):
-    """torch.result_type: the dtype an arithmetic op of the two gives. Tensors with dimensions decide within
-    their category; a zero-dim tensor or a Python number only lifts the category (int tensor + 2.5 -> float32,
-    float16 tensor + 2.5 -> float16, int32 tensor + 5 -> int32)."""
-    tiers = [None, None, None]  # dimensioned tensors, zero-dim tensors, Python numbers
-    for v in (tensor1, tensor2) + more:  # (more: tessel's own n-ary uses, addcmul's three)
-        if isinstance(v, Tensor):
-            tier, d = (0 if v.dim() > 0 else 1), v.dtype
-        else:
-            tier, d = 2, _scalar_dtype(v)
-        tiers[tier] = d if tiers[tier] is None else promote_types(tiers[tier], d)
-    return _combine_categories(tiers[0], _combine_categories(tiers[1], tiers[2]))
-
 
 # ---- arithmetic function forms ----------------------------------------------------------------------------
 
@@ -170,7 +104,9 @@ def _plain_fused_add(input, other, alpha):
 
 def add(input, other, *, alpha=1):
     """torch.add / Tensor.add: input + alpha * other (other a tensor or a Python number), in the two's result type
-    (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's)."""
+    (alpha does not widen it: add(f16, i32, alpha=0.5) is float16, add(bool, bool, alpha=2) bool, as torch's; a
+    float alpha with an integer result raises, as torch's alpha check)."""
+    check_alpha_of(input, other, alpha)
     if alpha == 1:
         return input + other
     fused = _plain_fused_add(input, other, alpha)
@@ -183,6 +119,7 @@ def sub(input, other, *, alpha=1):
             other.dtype == _dtypes.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
+    check_alpha_of(input, other, alpha)
     if alpha == 1:
         return input - other
     fused = _plain_fused_add(input, other, -alpha)
@@ -191,6 +128,7 @@ def sub(input, other, *, alpha=1):
 
 def rsub(input, other, alpha=1):
     """torch.rsub: other - alpha * input."""
+    check_alpha_of(input, other, alpha)
     return (other - input * alpha) if alpha != 1 else (other - input)
 
 
@@ -227,6 +165,8 @@ def _rounded_div(input, other, rounding_mode):
         return (a.float() / wide).trunc().to(a.dtype)
     if (a.dtype.is_floating_point or b.dtype.is_floating_point):
         return (a / b).trunc()
+    if result_type(input, other) == _dtypes.bool:
+        raise NotImplementedError("\"div_trunc_cpu\" not implemented for 'Bool'")
     q = a.floor_divide(b)  # integers: floor + 1 where the exact quotient was negative and not whole
     inexact = (q * b).ne(a).logical_and(a.lt(0).logical_xor(b.lt(0)))
     return q + inexact.to(q.dtype)
@@ -340,10 +280,6 @@ def renorm(input, p, dim, maxnorm):
 
 
 # ---- products -------------------------------------------------------------------------------------------
-
-def _name(d):
-    return _NAMES.get(d, str(d))
-
 
 @_autocast_off
 def dot(input, other):

@@ -4,9 +4,15 @@ gradient, on DTensors too): the bindings' __pow__ / __rpow__ / pow overloads (te
 number exponent directly and call pow below only for a tensor one, so `x ** 2` pays no Python frame.
 Importing this module registers torch.pow in _extra's TORCH_FUNCTIONS.
 
-The value is numpy's power on the host with torch's result type and broadcasting; an autograd.Function
+The value is computed on the host with torch's result type and broadcasting; an autograd.Function
 differentiates both operands: d/dbase = exponent·base^(exponent-1), d/dexponent = base^exponent·ln(base)
-(0 where base is 0 and the exponent >= 0, as torch).
+(0 where base is 0 and the exponent >= 0, as torch). A floating result is numpy's power one precision up
+(float64 for float32 and the 16-bit floats, long double for float64), rounded once: close to glibc's powf / pow
+that torch's scalar loop calls, and within its vector kernel's 1-ulp error. Against torch 2.15 (4096 random
+values) 1.6% of float32 values differ in the last bit (Sleef's vector pow; numpy's float32 power differed in
+20%), none of a tensor under 32 elements in all but ~1 in 2000, float64 1.6% (was 27%), bfloat16 none.
+An integer or bool tensor raised to a float number is cast to the float result dtype and takes the C++ float
+pow, as torch casts it (tensor([3]) ** 0.5 is the sqrt of 3.0f).
 """
 import builtins
 
@@ -37,15 +43,20 @@ def _pow_dtype(base, exponent):
 
 
 def _host_pow(base, exponent, dtype):
-    """The value of pow on the host: numpy's power in the result's compute type (float32 for 16-bit)."""
+    """The value of pow on the host: integers exactly in the result dtype; floats in numpy's power one precision
+    up from the compute type (float32 for 16-bit), rounded once (see the module docstring)."""
     compute = {_dtypes.float64: np.float64, _dtypes.int64: np.int64, _dtypes.int32: np.int32, _dtypes.int16: np.int16,
                _dtypes.int8: np.int8, _dtypes.uint8: np.uint8}.get(dtype, np.float32)
+    floating = np.issubdtype(compute, np.floating)
 
     def arr(x):
-        if not isinstance(x, Tensor):
-            return compute(x)
+        if not isinstance(x, Tensor):  # a number operand in the result dtype first, as torch's wrapped scalars
+            if not floating:
+                return compute(x)
+            x = _C._full([], builtins.float(x), dtype)
         x = x.detach()
-        return (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
+        x = (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
+        return x.astype(np.longdouble if compute is np.float64 else np.float64) if floating else x
     a, b = arr(base), arr(exponent)
     negative = None
     if not np.issubdtype(compute, np.floating) and np.any(b < 0):
@@ -57,9 +68,10 @@ def _host_pow(base, exponent, dtype):
         b = np.where(negative, 0, b).astype(b.dtype)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf / NaN results, as torch's (silent)
         value = np.power(a, b)
-    if negative is not None:
-        value = np.where(negative, np.where(a == 1, 1, np.where(a == -1, sign, 0)), value)
-    out = _C._from_numpy(np.asarray(value, dtype=compute))  # (_from_numpy keeps a 0-d result 0-d)
+        if negative is not None:
+            value = np.where(negative, np.where(a == 1, 1, np.where(a == -1, sign, 0)), value)
+        value = np.asarray(value, dtype=compute)  # (the one rounding of a float result)
+    out = _C._from_numpy(value)  # (_from_numpy keeps a 0-d result 0-d)
     return out if out.dtype == dtype else out.to(dtype)
 
 
@@ -103,12 +115,17 @@ def pow(input, exponent):  # noqa: A001 (torch.pow)
         return _on_pieces(pow, input, exponent)
     if not isinstance(exponent, Tensor):
         if isinstance(input, Tensor) and not input.dtype.is_floating_point:  # int_tensor ** 2: torch's int result
-            return _host_pow(input, exponent, _pow_dtype(input, exponent))
+            dtype = _pow_dtype(input, exponent)
+            if dtype.is_floating_point:  # int_tensor ** 0.5: torch casts the tensor and takes its float pow
+                return _C.Tensor.pow(input.to(dtype), exponent)
+            return _host_pow(input, exponent, dtype)
         if isinstance(input, Tensor):
             return _C.Tensor.pow(input, exponent)
         raise TypeError("pow(): one of the operands must be a Tensor, got %s and %s"
                         % (type(input).__name__, type(exponent).__name__))
     dtype = _pow_dtype(input, exponent)
+    if dtype == _dtypes.bool and isinstance(input, Tensor):  # torch's tensor kernel has no bool case (a bool
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")  # number exponent is another kernel)
     grad = _C.is_grad_enabled() and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in (input, exponent))
     if not grad:
         return _host_pow(input, exponent, dtype)

@@ -22,7 +22,8 @@ from ._device import check_cpu, factory_device
 from ._host_random import exponential_values, host_int64, host_ints  # noqa: F401 (host_*: re-exported)
 from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
                             _on_pieces, _random_like)
-from ._tensor_data import _holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars
+from ._tensor_data import (_holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars, checked_numbers,
+                           complex_tensor, dtype_of_scalar)
 from ._subscript import (_as_plain, _index_array, _is_advanced, _is_zero_d_bool, _mask_mismatch,  # noqa: F401
                          _torch_dtype_name, _torch_key)
 
@@ -59,14 +60,6 @@ def _finish(t, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
     return t
-
-
-def _dtype_of_scalar(v):
-    if isinstance(v, (builtins.bool, np.bool_)):
-        return _dtypes.bool
-    if isinstance(v, (builtins.int, np.integer)):  # a numpy integer scalar too (torch.full((2,), np.int64(3)))
-        return _dtypes.int64
-    return _dtypes.default_float()
 
 
 def _complex_full(size, value, dtype, requires_grad):
@@ -116,9 +109,13 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         _C._check_number_fits(fill_value, dtype)
         return _finish(_C._full(_shape((size,)), fill_value, dtype), requires_grad)
     with factory_device(device, "full"):  # "meta": built without writing values
+        if isinstance(fill_value, Tensor):  # torch: a 0-d tensor is the number it holds (int64 for integers)
+            if fill_value.dim() or fill_value.requires_grad:
+                raise TypeError("full(): argument 'fill_value' (position 2) must be Number, not Tensor")
+            fill_value = fill_value.item()
+        dtype = dtype or dtype_of_scalar(fill_value)
         if getattr(dtype, "is_complex", False):
             return _complex_full(_shape((size,)), fill_value, dtype, requires_grad)
-        dtype = dtype or _dtype_of_scalar(fill_value)
         if dtype == _dtypes.int64 and isinstance(fill_value, builtins.int) and builtins.abs(fill_value) > 2 ** 53:
             # exact beyond 2^53 (the C++ fill takes a double)
             return _finish(_C._from_numpy(np.full(_shape((size,)), fill_value, dtype=np.int64)), requires_grad)
@@ -252,12 +249,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         if not plain and isinstance(data, (list, tuple)) and _holds_tensor(data):
             data = _tensors_as_scalars(data)  # torch reads a tensor inside a list as the number it holds
         array = np.asarray(data)
-        if dtype is not None and not isinstance(data, np.ndarray) and array.dtype.kind in "iu" and array.size and \
-                not dtype.is_floating_point and dtype != _dtypes.bool:
-            info = np.iinfo(np.dtype(str(dtype).rsplit(".", 1)[-1]))
-            if array.min() < info.min or array.max() > info.max:
-                raise RuntimeError("value cannot be converted to type %s without overflow"
-                                   % str(dtype).rsplit(".", 1)[-1])
+        if array.dtype.kind == "c" or getattr(dtype, "is_complex", False) is True:
+            return _finish(complex_tensor(data, array, dtype), requires_grad)
+        if not isinstance(data, np.ndarray):
+            array = checked_numbers(data, array, dtype)  # torch's unpacking of Python numbers (range checks)
         t = None
         if not isinstance(data, np.ndarray) and array.dtype == np.float64 and dtype is None \
                 and (plain or not _holds_numpy_float64(data)):
@@ -267,7 +262,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
             if default == _dtypes.float64:
                 t = _C._from_numpy(array)
             elif default == _dtypes.float32:
-                t = _C._from_numpy(array.astype(np.float32))
+                with np.errstate(over="ignore"):  # beyond float32's range: inf, as torch's (silently)
+                    t = _C._from_numpy(array.astype(np.float32))
             else:
                 t = _C._from_numpy(array).to(default)
         if t is None:
@@ -572,7 +568,6 @@ _warned_float = []
 def _float(self):
     if self.requires_grad and _C.is_grad_enabled() and not _warned_float:  # torch: once, and only in grad mode
         _warned_float.append(True)
-        import warnings
         warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
                       "Consider using tensor.detach() first.", UserWarning, stacklevel=2)
     return builtins.float(_one_element(self, "scalars"))

@@ -42,6 +42,9 @@ def _float(x, dtype):
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 (torch's argument name)
     """(Σ|x|^ord)^(1/ord) over dim (all dimensions by default); ord inf / -inf: max / min |x|; 0: the
     count of nonzero entries."""
+    if not x.dtype.is_floating_point:  # torch: integer and bool inputs raise, a dtype notwithstanding
+        from ._dtype_errors import vector_norm_error
+        raise vector_norm_error(x)
     x = _float(x, dtype)
     if x.dim() == 0:  # a 0-d tensor is its own vector, dim 0 or -1 naming it (dim % 0 raised ZeroDivisionError)
         for d in () if dim is None else (dim if isinstance(dim, (tuple, list)) else (dim,)):

@@ -317,9 +317,11 @@ def test_numpy_collation_and_conversion_as_torchs():
     assert default_convert(np.str_("x")) == "x"
     half = default_convert(np.array([1.5], dtype=np.float16))
     assert isinstance(half, tessel.Tensor) and half.dtype == tessel.float16
-    for unsupported in (np.array([1j]), np.complex64(1j), np.datetime64("2020-01-01")):
-        with pytest.raises(TypeError):  # (torch: a complex tensor, or its TypeError; it was the ndarray as given)
-            default_convert(unsupported)
+    # complex numpy data converts to complex tensors of its dtype, as torch's (complex128, complex64)
+    assert default_convert(np.array([1j])).dtype == tessel.complex128
+    assert default_convert(np.complex64(1j)).dtype == tessel.complex64
+    with pytest.raises(TypeError):  # (torch's TypeError; it was the ndarray as given)
+        default_convert(np.datetime64("2020-01-01"))
     assert default_convert(range(2)) == [0, 1]  # a Sequence that cannot be rebuilt: a list, as torch's
     converted = default_convert([np.array([1]), (np.float32(2),)])
     assert converted[0].tolist() == [1] and converted[1][0].dtype == tessel.float32
