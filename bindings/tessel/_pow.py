@@ -6,17 +6,19 @@ Importing this module registers torch.pow in _extra's TORCH_FUNCTIONS.
 
 The value is computed on the host with torch's result type and broadcasting; an autograd.Function
 differentiates both operands: d/dbase = exponent·base^(exponent-1), d/dexponent = base^exponent·ln(base)
-(0 where base is 0 and the exponent >= 0, as torch). A floating result is numpy's power one precision up
-(float64 for float32 and the 16-bit floats, long double for float64), rounded once: close to glibc's powf / pow
-that torch's scalar loop calls, and within its vector kernel's 1-ulp error. Against torch 2.15 (4096 random
-values) 1.6% of float32 values differ in the last bit (Sleef's vector pow; numpy's float32 power differed in
-20%), none of a tensor under 32 elements in all but ~1 in 2000, float64 1.6% (was 27%), bfloat16 none.
+(0 where base is 0 and the exponent >= 0, as torch). A float32 / 16-bit result is numpy's float64 power rounded
+once: close to glibc's powf that torch's scalar loop calls, and within its vector kernel's 1-ulp error. Against
+torch 2.15 (4096 random values) 1.6% of float32 values differ in the last bit (Sleef's vector pow; numpy's float32
+power differed in 20%), none of a tensor under 32 elements in all but ~1 in 2000, bfloat16 none. float64 operands
+of up to 4096 elements take long double (1.6% differ, 27% in numpy's float64), larger ones float64 (25x faster).
 An integer or bool tensor raised to a float number is cast to the float result dtype and takes the C++ float
 pow, as torch casts it (tensor([3]) ** 0.5 is the sqrt of 3.0f).
 """
 import builtins
 
 import numpy as np
+
+_LONG_DOUBLE_MAX = 4096  # float64 operands up to this size are raised in long double
 
 from . import _C, _dtypes
 from ._extra import TORCH_FUNCTIONS, Tensor
@@ -56,7 +58,12 @@ def _host_pow(base, exponent, dtype):
             x = _C._full([], builtins.float(x), dtype)
         x = x.detach()
         x = (x.float() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else x).numpy().astype(compute)
-        return x.astype(np.longdouble if compute is np.float64 else np.float64) if floating else x
+        # float32 and 16-bit: one precision up; float64 in long double up to _LONG_DOUBLE_MAX elements (25x
+        # slower than float64: 0.76 s for a million values against torch's 0.03 s), for the last bit of 1 in 4
+        if not floating:
+            return x
+        wide = compute is np.float64 and x.size <= _LONG_DOUBLE_MAX
+        return x.astype(np.longdouble if wide else np.float64)
     a, b = arr(base), arr(exponent)
     negative = None
     if not np.issubdtype(compute, np.floating) and np.any(b < 0):
