@@ -282,7 +282,7 @@ void BindFunctional(py::module_& m) {
     const std::vector<Tensor> qkv = broadcast_lead(q, repeat_heads(k, hq / hk), repeat_heads(v, hq / hv));
     return NoGil([&] { return ScaledDotProductAttention(qkv[0], qkv[1], qkv[2], o); });
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
-        py::arg("is_causal") = false, py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
+        py::arg("is_causal") = false, py::kw_only(), py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
 }
 
 }  // namespace tessel::bindings

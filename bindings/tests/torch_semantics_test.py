@@ -903,5 +903,52 @@ def test_topk_returns_torchs_indices_among_ties():
         [3, 26, 7, 18, 19, 20, 21, 22, 23, 24, 25, 17, 27, 28, 29, 30, 31, 32, 33, 6]
 
 
+def test_rms_norm_module_with_a_weight_of_another_dtype_returns_the_inputs_dtype_as_torch():
+    # nn.RMSNorm raised "rms_norm: input 1 has dtype bfloat16 but x has float32" for a module cast to one dtype
+    # and input of another; torch normalizes in x's compute type, multiplies by the weight promoted, rounds once.
+    # Expected values printed by torch 2.15.
+    x = tessel.tensor([[0.3, -1.7, 2.2, 0.05], [1.0, 2.0, -3.0, 0.5]])
+    w = tessel.tensor([0.9, 1.1, 1.3, 0.7])
+    expected = {
+        ("bfloat16", "float32"): [[0.193359375, -1.3359375, 2.046875, 0.0250244140625],
+                                  [0.4765625, 1.1640625, -2.0625, 0.185546875]],
+        ("float32", "bfloat16"): [[0.19273756444454193, -1.3391070365905762, 2.04022479057312, 0.025000017136335373],
+                                  [0.4760037958621979, 1.1672440767288208, -2.0613033771514893, 0.18522757291793823]],
+        ("float16", "float64"): [[0.193115234375, -1.337890625, 2.044921875, 0.0250244140625],
+                                 [0.476806640625, 1.166015625, -2.06640625, 0.1854248046875]],
+        ("float32", "float64"): [[0.19307275116443634, -1.3372076749801636, 2.0451409816741943, 0.02502794936299324],
+                                 [0.4768316149711609, 1.1655884981155396, -2.066270351409912, 0.1854345202445984]]}
+    for (xd, wd), want in expected.items():
+        norm = tessel.nn.RMSNorm(4)
+        with tessel.no_grad():
+            norm.weight.copy_(w)
+        y = norm.to(getattr(tessel, wd))(x.to(getattr(tessel, xd)))
+        assert y.dtype == getattr(tessel, xd) and y.detach().double().tolist() == want, (xd, wd)
+
+
+def test_sdpa_refuses_masks_torch_refuses():
+    # a float64 / bf16 / f16 mask with float32 q was cast, a [S] mask broadcast, a rank-5 mask widened the output,
+    # a positional scale accepted: torch 2.15 raises each (its messages)
+    F = tessel.nn.functional
+    q, k, v = tessel.randn(2, 3, 4, 8), tessel.randn(2, 3, 6, 8), tessel.randn(2, 3, 6, 8)
+    for mask, name in ((tessel.randn(4, 6).double(), "double"), (tessel.randn(4, 6).bfloat16(), "c10::BFloat16"),
+                       (tessel.randn(4, 6).half(), "c10::Half")):
+        with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float or to match query dtype, "
+                                               "but got attn_mask.dtype: %s and  query.dtype: float instead." % name):
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but "
+                                         r"got -2\)"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=tessel.randn(6))
+    with pytest.raises(RuntimeError, match=r"output with shape \[2, 3, 4, 6\] doesn't match the broadcast shape "
+                                           r"\[1, 2, 3, 4, 6\]"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=tessel.randn(1, 2, 3, 4, 6))
+    with pytest.raises(TypeError):
+        F.scaled_dot_product_attention(q, k, v, None, 0.0, False, 0.5)
+    assert F.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(),
+                                          attn_mask=tessel.randn(4, 6)).dtype == tessel.bfloat16  # float32 mask: ok
+    assert tuple(F.scaled_dot_product_attention(q, k, v, attn_mask=tessel.randn(4, 6) > 0, scale=0.5).shape) == \
+        (2, 3, 4, 8)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

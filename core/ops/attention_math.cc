@@ -13,6 +13,7 @@
 // Example: see attention.h.
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "core/autograd/autocast.h"
@@ -30,6 +31,21 @@
 #include "core/tensor/factory.h"
 
 namespace tessel {
+namespace {
+
+// The C++ type names torch's messages print for a dtype.
+std::string_view TorchTypeName(DType d) {
+  switch (d) {
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+    case DType::kBFloat16: return "c10::BFloat16";
+    case DType::kFloat16: return "c10::Half";
+    default: return DTypeName(d);
+  }
+}
+
+}  // namespace
+
 namespace {
 
 // torch's is_causal mask: ones(T, S).tril(0) (key j visible to query i when j <= i).
@@ -88,11 +104,24 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                                                  Cast(v, DType::kFloat32), o);
     return Cast(out, q.dtype());
   }
-  TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || IsFloating(mask.dtype()), op,
-               ": attn_mask must be bool or floating point (added to the scores in q's dtype ", q.dtype(), "), got ",
-               mask.dtype());
-  if (mask.defined() && IsFloating(mask.dtype()) && mask.dtype() != q.dtype()) {  // torch: a float mask of any
-    AttentionOptions cast = o;                                                   // width joins q's scores
+  // torch's mask rules: bool, float32 or q's dtype (a float64 or bf16 mask with float32 q raised there); at least
+  // two dims (its IndexError for a [S] mask); broadcasting to the scores' shape, never beyond it.
+  TESSEL_CHECK(!mask.defined() || mask.dtype() == DType::kBool || mask.dtype() == DType::kFloat32 ||
+                   mask.dtype() == q.dtype(),
+               "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: ",
+               TorchTypeName(mask.dtype()), " and  query.dtype: ",
+               TorchTypeName(q.dtype()), " instead.");
+  if (mask.defined()) {
+    TESSEL_CHECK_CODE(ErrorCode::kOutOfRange, mask.dim() >= 2, "Dimension out of range (expected to be in range of "
+                      "[-1, 0], but got -2)");
+    Shape scores_shape(q.sizes().begin(), q.sizes().end() - 1);
+    scores_shape.push_back(k.size(-2));
+    const Shape wide = BroadcastShapes(scores_shape, mask.sizes(), "scaled_dot_product_attention");
+    TESSEL_CHECK(wide == scores_shape, "output with shape ", ShapeStr(scores_shape),
+                 " doesn't match the broadcast shape ", ShapeStr(wide));
+  }
+  if (mask.defined() && IsFloating(mask.dtype()) && mask.dtype() != q.dtype()) {  // a float32 mask joins q's
+    AttentionOptions cast = o;                                                   // scores (float64 q)
     cast.attn_mask = Cast(mask, q.dtype());
     return ScaledDotProductAttention(q, k, v, cast);
   }
