@@ -40,6 +40,11 @@ std::string_view TorchTypeName(DType d) {
     case DType::kFloat64: return "double";
     case DType::kBFloat16: return "c10::BFloat16";
     case DType::kFloat16: return "c10::Half";
+    case DType::kInt64: return "long int";
+    case DType::kInt32: return "int";
+    case DType::kInt16: return "short int";
+    case DType::kInt8: return "signed char";
+    case DType::kUInt8: return "unsigned char";
     default: return DTypeName(d);
   }
 }

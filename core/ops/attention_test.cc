@@ -726,7 +726,8 @@ TEST(AttentionTest, MaskAndDropoutArgumentsAreCheckedLikeTorch) {
   ExpectErrorContains(
       [&] { ScaledDotProductAttention(q, q, q, {.attn_mask = Zeros({3, 3}, DType::kInt64)}); },
       ErrorCode::kInvalidArgument,
-      "attn_mask must be bool or floating point (added to the scores in q's dtype float64), got int64");
+      "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: long int and  "
+      "query.dtype: double instead.");  // torch's message
 }
 
 }  // namespace
