@@ -38,5 +38,18 @@ def test_local_map_wraps_an_output_whose_placements_are_none_as_replicate():
     assert on_ranks(fn) == {0: ((Replicate(),), 1.0), 1: ((Replicate(),), 5.0)}
 
 
+
+def test_tensor_broadcast_to_takes_its_sizes_spread_out_as_torchs_method():
+    def fn(rank, mesh):
+        d = distribute_tensor(tessel.arange(4.0), mesh, [Shard(0)])
+        return layout(d.broadcast_to(3, 4)), tuple(d.broadcast_to((3, 4)).shape)
+
+    # torch: Shard(1), each rank's two columns repeated over the three rows
+    assert on_ranks(fn) == {0: (((Shard(1),), [[0.0, 1.0]] * 3), (3, 4)),
+                            1: (((Shard(1),), [[2.0, 3.0]] * 3), (3, 4))}
+    assert tuple(tessel.arange(2.0).broadcast_to(2, 2).shape) == (2, 2)
+    with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
+        tessel.broadcast_to(tessel.arange(2.0), 2, 2)  # the function form takes one sequence, as torch's
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
