@@ -307,6 +307,11 @@ def swapaxes(x, a, b):
 
 
 def unbind(x, dim=0):
+    if x.is_distributed:  # torch's rule: the pieces would each live on one rank (select replicated the dim)
+        d = wrap_dim(dim, x.ndim)
+        if builtins.any(isinstance(p, (_C.Shard, _C._StridedShard)) and p.dim % x.ndim == d for p in x.placements):
+            raise RuntimeError("Attempted to unbind along the sharded dimension %d. Please redistribute the input "
+                               "explicitly before unbinding." % d)
     return tuple(x.select(dim, i) for i in range(x.shape[dim]))
 
 

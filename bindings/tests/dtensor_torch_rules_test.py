@@ -51,5 +51,23 @@ def test_tensor_broadcast_to_takes_its_sizes_spread_out_as_torchs_method():
     with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
         tessel.broadcast_to(tessel.arange(2.0), 2, 2)  # the function form takes one sequence, as torch's
 
+
+def test_unbind_along_a_sharded_dim_raises_and_along_another_keeps_the_shard():
+    def fn(rank, mesh):
+        d = distribute_tensor(tessel.arange(24.0).reshape(2, 4, 3), mesh, [Shard(1)])
+        for dim in (1, -2):
+            with pytest.raises(RuntimeError, match="Attempted to unbind along the sharded dimension 1. Please "
+                                                   "redistribute the input explicitly before unbinding."):
+                d.unbind(dim)
+        with pytest.raises(RuntimeError, match="unbind along the sharded dimension 1"):
+            tessel.unbind(d, 1)
+        return [layout(p) for p in d.unbind(0)]
+
+    # torch: two Shard(0) pieces of shape [4, 3], each rank holding two rows of each
+    assert on_ranks(fn) == {0: [((Shard(0),), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]),
+                                ((Shard(0),), [[12.0, 13.0, 14.0], [15.0, 16.0, 17.0]])],
+                            1: [((Shard(0),), [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]),
+                                ((Shard(0),), [[18.0, 19.0, 20.0], [21.0, 22.0, 23.0]])]}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
