@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from . import _C, _dtypes, return_types
-from ._dtensor_compose import aligned
+from ._dtensor_compose import aligned, gathered_along
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
                      maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
@@ -205,8 +205,9 @@ def cross(input, other, dim=None):
     if shape[dim] != 3:
         raise RuntimeError("linalg.cross: inputs dimension %d must have length 3. Got %d and %d"
                            % (dim, input.shape[dim], other.shape[dim]))
-    a1, a2, a3 = a.unbind(dim)
-    b1, b2, b3 = b.unbind(dim)
+    # a DTensor sharded along dim made whole there first: unbind refuses a sharded dim, as torch's
+    a1, a2, a3 = gathered_along(a, dim).unbind(dim)
+    b1, b2, b3 = gathered_along(b, dim).unbind(dim)
     return _C._functional.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], dim % len(shape))
 
 
