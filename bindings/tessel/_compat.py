@@ -30,7 +30,11 @@ def _inplace_operator(name, method, out_of_place):
     and history become the result's, and a base or views sharing a's memory see the write with torch's
     histories. A leaf that requires grad raises, as torch; a shared DTensor gets the out-of-place result as a
     new tensor instead."""
+    aten = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_"}[name]
+
     def op(self, other):
+        if self.is_distributed:  # torch's refusal where a Partial self cannot stay Partial (P += 2)
+            _inplace.refuse_partial_change(self, aten, (other,))
         tracked = _C.is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad))
         if tracked:
             if self.is_distributed and not self._sole_handle():
@@ -186,6 +190,8 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_draw(self.dtype, "normal_kernel_cpu")
     if not std >= 0:  # (NaN too)
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
+    if self.is_distributed:  # a random fill keeps no Partial placement: torch's refusal
+        _inplace.refuse_partial_change(self, "normal_")
     _check_in_place(self, "normal_")
     # mean + std·z in double, rounded once to self's dtype; a DTensor draws only its own piece of the draw the
     # whole tensor would get (every rank advancing the generator by the global numel).
@@ -226,6 +232,8 @@ def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
     _check_uniform_bounds(self.dtype, a, b)
+    if self.is_distributed:  # a random fill keeps no Partial placement: torch's refusal
+        _inplace.refuse_partial_change(self, "uniform_")
     _check_in_place(self, "uniform_")
     _C._fill_random_(self, "uniform", builtins.float(a), builtins.float(b), generator)
     return self

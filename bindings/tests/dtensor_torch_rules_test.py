@@ -5,11 +5,13 @@ gathers along a sharded dim (sort, topk, flip, roll, indexing, index_select, kth
 Replicate, one-element and shape-only plain tensors next to DTensors, redistribute(async_op=True)'s wait(),
 CommDebugMode's keys for distribute_tensor / from_local / barrier, DTensor._version / device_mesh identity /
 _spec, and compute_local_shape_and_global_offset."""
+import re
 import sys
 
 import pytest
 
 import tessel
+import tessel.nn.functional as F
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from tessel.distributed.tensor.experimental import local_map
@@ -68,6 +70,52 @@ def test_unbind_along_a_sharded_dim_raises_and_along_another_keeps_the_shard():
                                 ((Shard(0),), [[12.0, 13.0, 14.0], [15.0, 16.0, 17.0]])],
                             1: [((Shard(0),), [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]),
                                 ((Shard(0),), [[18.0, 19.0, 20.0], [21.0, 22.0, 23.0]])]}
+
+
+def partial(rank, mesh, op="sum"):
+    """Each rank's [2, 2] piece full of rank + 1, as a Partial(op) DTensor."""
+    return DTensor.from_local(tessel.ones(2, 2) * (rank + 1), mesh, [Partial(op)])
+
+
+def test_in_place_ops_that_cannot_keep_a_partial_placement_raise_torchs_error():
+    def refused(text, placement="Partial(sum)"):
+        return pytest.raises(RuntimeError, match=re.escape(
+            "%s: in-place operations that require placement changes are not supported. The input has placement "
+            "(%s,), but no valid strategy preserves this placement. Please use the out-of-place version of this "
+            "operation instead." % (text, placement)))
+
+    def fn(rank, mesh):
+        mask = distribute_tensor(tessel.tensor([[True, False], [False, True]]), mesh, [Replicate()])
+        for op, text in ((lambda a: a.add_(2), "aten.add_.Tensor"), (lambda a: a.sub_(2), "aten.sub_.Tensor"),
+                         (lambda a: a.relu_(), "aten.relu_.default"), (lambda a: a.exp_(), "aten.exp_.default"),
+                         (lambda a: a.clamp_(0, 1.5), "aten.clamp_.default"), (lambda a: a.pow_(2), "aten.pow_.Scalar"),
+                         (lambda a: a.abs_(), "aten.abs_.default"), (lambda a: a.sigmoid_(), "aten.sigmoid_.default"),
+                         (lambda a: a.masked_fill_(mask, 0.0), "aten.masked_fill_.Scalar"),
+                         (lambda a: a.normal_(), "aten.normal_.default"),
+                         (lambda a: F.relu(a, inplace=True), "aten.relu_.default")):
+            with refused(text):
+                op(partial(rank, mesh))
+            with refused(text):  # under autograd too (tessel's error came from inside the recorded op)
+                op(partial(rank, mesh).requires_grad_() * 1)
+        with refused("aten.add_.Tensor"):
+            d = partial(rank, mesh)
+            d += 2
+        with refused("aten.neg_.default", "Partial(max)"):  # a negation reorders the pieces
+            partial(rank, mesh, "max").neg_()
+        with refused("aten.clamp_.default", "Partial(max)"):
+            partial(rank, mesh, "max").clamp_(0, 1.5)
+        # torch keeps linear ops on Partial(sum) and non-decreasing ones on Partial(max)
+        return [layout(f(partial(rank, mesh, op))) for op, f in (
+            ("sum", lambda a: a.mul_(2)), ("sum", lambda a: a.neg_()), ("sum", lambda a: a.div_(2)),
+            ("avg", lambda a: a.mul_(2)), ("max", lambda a: a.relu_()), ("max", lambda a: a.floor_()))]
+
+    p = [Partial()], [Partial("avg")], [Partial("max")]
+    # torch's placements and local pieces
+    assert on_ranks(fn) == {
+        0: [(tuple(p[0]), [[2.0] * 2] * 2), (tuple(p[0]), [[-1.0] * 2] * 2), (tuple(p[0]), [[0.5] * 2] * 2),
+            (tuple(p[1]), [[2.0] * 2] * 2), (tuple(p[2]), [[1.0] * 2] * 2), (tuple(p[2]), [[1.0] * 2] * 2)],
+        1: [(tuple(p[0]), [[4.0] * 2] * 2), (tuple(p[0]), [[-2.0] * 2] * 2), (tuple(p[0]), [[1.0] * 2] * 2),
+            (tuple(p[1]), [[4.0] * 2] * 2), (tuple(p[2]), [[2.0] * 2] * 2), (tuple(p[2]), [[2.0] * 2] * 2)]}
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
