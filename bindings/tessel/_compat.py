@@ -728,6 +728,10 @@ def _gather(self, dim, index, *, sparse_grad=False):
     import numpy as np
     from ._tensor import Tensor as _T
     if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
+            builtins.all(p.is_replicate() for p in index.placements) and index.device_mesh == self.device_mesh and \
+            builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if p.is_shard()):
+        index = index.redistribute(self.device_mesh, list(self.placements))  # (a local slice) torch's layout
+    if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
@@ -737,7 +741,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
         if builtins.all(p.dim % index.ndim in aligned | {d0} for p in index.placements if p.is_shard()):
             # (an index sharded along a dim where it is shorter than self: the general path)
             out = _dtensor_compose.by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape,
-                                                   index.placements, aligned)
+                                                   index.placements, aligned, along=d0)
             if out is not None:
                 return out
     from ._tensor import wrap_dim
@@ -873,7 +877,7 @@ def _argsort(self, dim=-1, descending=False, stable=False):
     order = _sort_indices(self, dim, descending)
     if order is not None:
         return order
-    return _indices_like(self, _sort_order(self, dim, descending))
+    return _indices_like(self, _sort_order(self, dim, descending), dim)
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

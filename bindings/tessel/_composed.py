@@ -264,7 +264,12 @@ def aminmax(x, *, dim=None, keepdim=False):
 
 def _running_best(x, dim, larger, result):
     """(values, indices) of the running max (larger) or min along dim: a tie takes the later index and a NaN
-    takes over from where it appears (each later NaN too), as torch's."""
+    takes over from where it appears (each later NaN too), as torch's. A DTensor whole along dim runs on each
+    rank's piece and keeps its layout; else values and indices come back alike (Replicate along dim), as torch's."""
+    from ._compat import _rewrap, _whole_along
+    if _whole_along(x, dim):
+        values, indices = _running_best(x.to_local(), dim, larger, result)
+        return result(_rewrap(x, values, x.shape), _rewrap(x, indices, x.shape))
     a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else _host_numpy(x)
     a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
@@ -279,8 +284,12 @@ def _running_best(x, dim, larger, result):
         take = nan_col | (~nan_best & ((col >= best) if larger else (col <= best)))
         best = np.where(take, col, best)
         idx[..., j] = np.where(take, j, idx[..., j - 1])
-    index = _tensor(np.moveaxis(idx, -1, dim))
-    return result(x.gather(dim, index), index)
+    order = np.moveaxis(idx, -1, dim)
+    values = x.gather(dim, _tensor(order))
+    if values.is_distributed:
+        from ._tensor import _indices_like
+        return result(values, _indices_like(values, order))
+    return result(values, _tensor(order))
 
 
 @zero_dim_as_vector

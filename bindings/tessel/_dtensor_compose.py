@@ -166,14 +166,20 @@ def gathered_along(x, dim):
     return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
 
 
-def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
+def by_index_pieces(x, index, select, shape, placements, aligned_dims=(), along=None):
     """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
     mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
     selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
     all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. An index
     sharded along one of `aligned_dims` (gather's dims other than its own, where x and the index have one size)
-    takes x's matching rows: x is sliced there first (Replicate to Shard: local). None otherwise."""
+    takes x's matching rows: x is sliced there first (Replicate to Shard: local). `along`: the dim the index
+    picks from; an x sharded only along it is gathered there first (torch replicates the input and follows the
+    index's sharding). None otherwise."""
     from ._tensor import _contiguous_strides
+    if along is not None and isinstance(x, _Tensor) and x.is_distributed and isinstance(index, _Tensor) and \
+            index.is_distributed and any(p.is_shard() for p in index.placements) and \
+            all(p.is_replicate() or (p.is_shard() and p.dim % x.ndim == along % x.ndim) for p in x.placements):
+        x = gathered_along(x, along)
     if not (isinstance(index, _Tensor) and index.is_distributed and isinstance(x, _Tensor) and x.is_distributed) or \
             index.device_mesh != x.device_mesh or not all(p.is_replicate() for p in x.placements) or \
             any(p.is_partial() for p in index.placements) or all(p.is_replicate() for p in index.placements):

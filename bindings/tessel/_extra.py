@@ -356,7 +356,7 @@ def index_select(x, dim, index):
         from .distributed.tensor import Shard
         shape = list(x.shape[:dim]) + [index.numel()] + list(x.shape[dim + 1:])
         out = by_index_pieces(x, index, lambda xl, il: index_select(xl, dim, il.reshape(-1)), shape,
-                              [Shard(dim) if p.is_shard() else p for p in index.placements])
+                              [Shard(dim) if p.is_shard() else p for p in index.placements], along=dim)
         if out is not None:
             return out
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]

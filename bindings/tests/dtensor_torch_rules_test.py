@@ -117,5 +117,65 @@ def test_in_place_ops_that_cannot_keep_a_partial_placement_raise_torchs_error():
         1: [(tuple(p[0]), [[4.0] * 2] * 2), (tuple(p[0]), [[-2.0] * 2] * 2), (tuple(p[0]), [[1.0] * 2] * 2),
             (tuple(p[1]), [[4.0] * 2] * 2), (tuple(p[2]), [[2.0] * 2] * 2), (tuple(p[2]), [[2.0] * 2] * 2)]}
 
+
+def test_gathers_along_a_sharded_dim_come_back_replicate_with_whole_values():
+    def fn(rank, mesh):
+        d = distribute_tensor(tessel.tensor([3.0, 1.0, 4.0, 2.0]), mesh, [Shard(0)])
+        picks = distribute_tensor(tessel.tensor([3, 0]), mesh, [Replicate()])
+        return [layout(x) for x in (d.sort().values, d.topk(2).values, d[picks], d.flip(0), d.argsort(),
+                                    d.roll(1, 0), d.index_select(0, picks))]
+
+    r = (Replicate(),)
+    # torch: each whole on every rank (tessel gave Partial(sum) pieces with zeros, argsort Shard(0))
+    expected = [(r, [1.0, 2.0, 3.0, 4.0]), (r, [4.0, 3.0]), (r, [2.0, 3.0]), (r, [2.0, 4.0, 1.0, 3.0]),
+                (r, [1, 3, 0, 2]), (r, [2.0, 3.0, 1.0, 4.0]), (r, [2.0, 3.0])]
+    assert on_ranks(fn) == {0: expected, 1: expected}
+
+
+def grid(mesh, placements):
+    return distribute_tensor(tessel.tensor([[3.0, 1.0, 4.0], [1.0, 5.0, 9.0], [2.0, 6.0, 5.0], [3.0, 5.0, 8.0]]),
+                             mesh, placements)
+
+
+def test_running_and_order_statistics_along_a_sharded_dim_as_torch():
+    def fn(rank, mesh):
+        d = grid(mesh, [Shard(0)])
+        values, indices = d.cummax(0)
+        kth = d.kthvalue(2, 0)
+        med = d.median(0)
+        along_rows = d.cummax(1)  # dim 1 is whole on each rank: the rows stay sharded
+        return [layout(values), layout(indices), layout(kth.values), layout(kth.indices), layout(med.values),
+                layout(med.indices), layout(along_rows.values), layout(along_rows.indices)]
+
+    r, s0 = (Replicate(),), (Shard(0),)
+    common = [(r, [[3.0, 1.0, 4.0], [3.0, 5.0, 9.0], [3.0, 6.0, 9.0], [3.0, 6.0, 9.0]]),
+              (r, [[0, 0, 0], [0, 1, 1], [0, 2, 1], [3, 2, 1]]), (r, [2.0, 5.0, 5.0]), (r, [2, 1, 2]),
+              (r, [2.0, 5.0, 5.0]), (r, [2, 1, 2])]
+    # torch's (cummax's indices a plain tensor before: torch's are a DTensor laid out as the values)
+    assert on_ranks(fn) == {
+        0: common + [(s0, [[3.0, 3.0, 4.0], [1.0, 5.0, 9.0]]), (s0, [[0, 0, 2], [0, 1, 2]])],
+        1: common + [(s0, [[2.0, 6.0, 6.0], [3.0, 5.0, 8.0]]), (s0, [[0, 1, 1], [0, 1, 2]])]}
+
+
+def test_index_select_and_gather_by_a_sharded_or_replicated_index_follow_torchs_layout():
+    def fn(rank, mesh):
+        d = grid(mesh, [Shard(0)])
+        rows = distribute_tensor(tessel.tensor([3, 2, 1, 0]), mesh, [Shard(0)])
+        sharded = distribute_tensor(tessel.tensor([[0, 1, 2], [1, 1, 0], [3, 2, 1], [0, 0, 0]]), mesh, [Shard(0)])
+        replicated = distribute_tensor(tessel.tensor([[0, 1, 2], [1, 1, 0], [2, 2, 2], [0, 0, 0]]), mesh,
+                                       [Replicate()])
+        return [layout(d.index_select(0, rows)), layout(d.gather(0, sharded)), layout(d.gather(1, replicated)),
+                layout(d.gather(0, replicated))]
+
+    s0, r = (Shard(0),), (Replicate(),)
+    # torch: the input made whole along the gathered dim, the output laid out as the index (Shard(0)); gather
+    # along the unsharded dim 1 by a replicated index keeps the input's Shard(0)
+    whole = (r, [[3.0, 5.0, 5.0], [1.0, 5.0, 4.0], [2.0, 6.0, 5.0], [3.0, 1.0, 4.0]])
+    assert on_ranks(fn) == {
+        0: [(s0, [[3.0, 5.0, 8.0], [2.0, 6.0, 5.0]]), (s0, [[3.0, 5.0, 5.0], [1.0, 5.0, 4.0]]),
+            (s0, [[3.0, 1.0, 4.0], [5.0, 5.0, 1.0]]), whole],
+        1: [(s0, [[1.0, 5.0, 9.0], [3.0, 1.0, 4.0]]), (s0, [[3.0, 6.0, 9.0], [3.0, 1.0, 4.0]]),
+            (s0, [[5.0, 5.0, 5.0], [3.0, 3.0, 3.0]]), whole]}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
