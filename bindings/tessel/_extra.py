@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
-from ._dtensor_compose import aligned, by_index_pieces, gathered_along
+from ._dtensor_compose import aligned, by_index_pieces, gathered_along, shape_only
 from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
@@ -453,6 +453,7 @@ def outer(a, b):
     return a.reshape(-1, 1) * b.reshape(1, -1)
 
 
+@shape_only
 def expand_as(x, other):
     return x.expand(*other.shape)
 

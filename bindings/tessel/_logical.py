@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import autocast_off as _autocast_off
-from ._dtensor_compose import gathered_along
+from ._dtensor_compose import gathered_along, shape_only
 from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
 from ._extra import sized as _sized
@@ -376,7 +376,7 @@ TENSOR_METHODS.update(
     clamp_min=lambda x, min: x.clamp(min, None), clamp_max=lambda x, max: x.clamp(None, max),
     eq=lambda a, b: a == b, ne=lambda a, b: a != b, lt=lambda a, b: a < b, le=lambda a, b: a <= b,
     gt=lambda a, b: a > b, ge=lambda a, b: a >= b, broadcast_to=_broadcast_to_method,
-    view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
+    view_as=shape_only(lambda x, other: x.view(*other.shape)), split_with_sizes=split_with_sizes,
     where=lambda x, condition, y: sys.modules[__package__].where(condition, x, y),  # (a number y: torch's dtype)
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
     new_empty=lambda x, *size, **kw: _new_full(x, _sized(size, kw), 0.0, **kw), masked_fill=masked_fill, split=split,

@@ -7,6 +7,7 @@ CommDebugMode's keys for distribute_tensor / from_local / barrier, DTensor._vers
 _spec, and compute_local_shape_and_global_offset."""
 import re
 import sys
+import warnings
 
 import pytest
 
@@ -23,6 +24,10 @@ W = 2
 def on_ranks(fn):
     """fn(rank, mesh) on 2 rank threads with a 1-D mesh; returns {rank: result}."""
     return ranks(W, lambda rank: fn(rank, init_device_mesh("cpu", (W,))))
+
+
+def approx(x):
+    return pytest.approx(x, abs=1e-4)
 
 
 def layout(d):
@@ -176,6 +181,35 @@ def test_index_select_and_gather_by_a_sharded_or_replicated_index_follow_torchs_
             (s0, [[3.0, 1.0, 4.0], [5.0, 5.0, 1.0]]), whole],
         1: [(s0, [[1.0, 5.0, 9.0], [3.0, 1.0, 4.0]]), (s0, [[3.0, 6.0, 9.0], [3.0, 1.0, 4.0]]),
             (s0, [[5.0, 5.0, 5.0], [3.0, 3.0, 3.0]]), whole]}
+
+
+def test_one_element_and_shape_only_plain_tensors_stand_next_to_dtensors_as_in_torch():
+    def fn(rank, mesh):
+        d = distribute_tensor(tessel.arange(4.0), mesh, [Shard(0)])
+        column = distribute_tensor(tessel.ones(4, 1), mesh, [Shard(0)])
+        out = [layout(tessel.hypot(d, tessel.ones(1))), layout(tessel.lerp(d, tessel.ones(1), 0.5)),
+               layout(tessel.maximum(d, tessel.ones(1, 1))), layout(column.expand_as(tessel.empty(4, 3))),
+               layout(column.expand_as(tessel.empty(4, 3, requires_grad=True))),
+               layout(d.view_as(tessel.empty(2, 2)))]
+        with pytest.raises(RuntimeError, match="got mixed DTensor and plain tensor arguments"):
+            tessel.atan2(d, tessel.ones(4))  # more than one element: still torch's refusal
+        return out
+
+    with warnings.catch_warnings(record=True) as seen:  # (process-wide: around the rank threads)
+        warnings.simplefilter("always")
+        got = on_ranks(fn)
+    s0, s1 = (Shard(0),), (Shard(1),)
+    ones = [[1.0] * 3] * 2
+    # torch: hypot and lerp take the 1-d ones(1) with a UserWarning, maximum the 2-d ones(1, 1) silently (values
+    # as torch printed them, to 4 places)
+    assert got == {0: [(s0, [1.0, approx(1.4142)]), (s0, [0.5, 1.0]), (s1, [[1.0, 1.0]]), (s0, ones),
+                       (s0, ones), (s0, [[0.0, 1.0]])],
+                   1: [(s0, [approx(2.2361), approx(3.1623)]), (s0, [1.5, 2.0]), (s1, [[2.0, 3.0]]),
+                       (s0, ones), (s0, ones), (s0, [[2.0, 3.0]])]}
+    texts = [str(w.message) for w in seen if issubclass(w.category, UserWarning)]
+    assert texts.count("Found a non-scalar tensor with numel=1 and ndim!=0, we are implicitly creating a "
+                       "replicated DTensor for it. However, please consider changing it to a scalar tensor or "
+                       "explicitly create a DTensor under distributed environment.") == 4  # 2 calls x 2 ranks
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
