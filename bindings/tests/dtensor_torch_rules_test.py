@@ -211,5 +211,23 @@ def test_one_element_and_shape_only_plain_tensors_stand_next_to_dtensors_as_in_t
                        "replicated DTensor for it. However, please consider changing it to a scalar tensor or "
                        "explicitly create a DTensor under distributed environment.") == 4  # 2 calls x 2 ranks
 
+
+def test_redistribute_async_op_gives_a_local_piece_to_wait_on_as_torchs():
+    from tessel.distributed._functional_collectives import AsyncCollectiveTensor
+
+    def fn(rank, mesh):
+        d = distribute_tensor(tessel.arange(4.0), mesh, [Shard(0)])
+        out = d.redistribute(mesh, [Replicate()], async_op=True)
+        local = out.to_local()
+        waited = local.wait()
+        return (isinstance(out, DTensor), type(local).__name__, isinstance(local, AsyncCollectiveTensor),
+                type(waited).__name__, waited.tolist(), (local + 1).tolist(), layout(out * 2),
+                type(d.redistribute(mesh, [Replicate()]).to_local()).__name__)
+
+    # torch: an AsyncCollectiveTensor whose wait() is the plain tensor; without async_op a plain Tensor
+    expected = (True, "AsyncCollectiveTensor", True, "Tensor", [0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0],
+                ((Replicate(),), [0.0, 2.0, 4.0, 6.0]), "Tensor")
+    assert on_ranks(fn) == {0: expected, 1: expected}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -282,5 +282,33 @@ class _DTensorMethod:
         return self._method.__get__(obj, owner)
 
 
-for _name in ("full_tensor", "to_local", "redistribute"):
-    setattr(_C.Tensor, _name, _DTensorMethod(_name, getattr(_C.Tensor, _name)))
+_redistribute_cpp = _C.Tensor.redistribute
+
+
+def _redistribute(self, device_mesh=None, placements=None, *, async_op=False, forward_dtype=None,
+                  backward_dtype=None):
+    out = _redistribute_cpp(self, device_mesh, placements, async_op=async_op, forward_dtype=forward_dtype,
+                            backward_dtype=backward_dtype)
+    if async_op and tuple(out.placements) != tuple(self.placements):
+        return _AsyncRedistributed(out)
+    return out
+
+
+_redistribute.__doc__ = _redistribute_cpp.__doc__
+
+
+class _AsyncRedistributed(_C.Tensor):
+    """What redistribute(async_op=True) returns when it moved data: a DTensor whose to_local() is torch's
+    AsyncCollectiveTensor (scripts call .wait() on it); the collectives have completed already."""
+
+    def __init__(self, dtensor):
+        _C.Tensor.__init__(self, dtensor)
+
+    def to_local(self, *, grad_placements=None):
+        from .._functional_collectives import AsyncCollectiveTensor
+        return AsyncCollectiveTensor(_C.Tensor.to_local(self, grad_placements=grad_placements))
+
+
+for _name, _method in (("full_tensor", _C.Tensor.full_tensor), ("to_local", _C.Tensor.to_local),
+                       ("redistribute", _redistribute)):
+    setattr(_C.Tensor, _name, _DTensorMethod(_name, _method))
