@@ -229,5 +229,36 @@ def test_redistribute_async_op_gives_a_local_piece_to_wait_on_as_torchs():
                 ((Replicate(),), [0.0, 2.0, 4.0, 6.0]), "Tensor")
     assert on_ranks(fn) == {0: expected, 1: expected}
 
+
+def test_comm_debug_mode_keys_distribute_tensor_from_local_and_leaves_out_barrier_and_p2p_as_torch():
+    def fn(rank, mesh):
+        import tessel.distributed as dist
+        from tessel.distributed.tensor import ones
+        from tessel.distributed.tensor.debug import CommDebugMode
+
+        def counts(f):
+            mode = CommDebugMode()
+            with mode:
+                f()
+            return sorted((str(op), n) for op, n in mode.get_comm_counts().items()), mode.get_total_counts()
+
+        def send_or_recv():
+            if rank == 0:
+                dist.send(tessel.ones(2), 1)
+            else:
+                dist.recv(tessel.zeros(2), 0)
+        checked = counts(lambda: DTensor.from_local(tessel.ones(4), mesh, [Shard(0)], run_check=True))
+        return [counts(lambda: distribute_tensor(tessel.ones(4), mesh, [Shard(0)])),
+                counts(lambda: distribute_tensor(tessel.ones(4), mesh, [Replicate()])),
+                counts(lambda: distribute_tensor(tessel.ones(4), mesh, [Partial()])),
+                counts(lambda: ones(4, device_mesh=mesh, placements=[Shard(0)])),
+                counts(lambda: DTensor.from_local(tessel.ones(4), mesh, [Shard(0)])),
+                counts(dist.barrier), counts(send_or_recv), [op for op, _ in checked[0]]]
+
+    # torch's counts (from_local's check: torch's key; it all-gathers twice where tessel does once)
+    expected = [([("c10d.scatter_", 1)], 1), ([("c10d.broadcast_", 1)], 1), ([("c10d.broadcast_", 1)], 1),
+                ([], 0), ([], 0), ([], 0), ([], 0), ["c10d._allgather_base_"]]
+    assert on_ranks(fn) == {0: expected, 1: expected}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -238,14 +238,15 @@ _register_c10d_handles()
 
 
 def _run_keyed(op, fn, args, kwargs):
-    """fn(*args, **kwargs) with the CommDebugModes of this thread keying its collectives as c10d.<op>."""
+    """fn(*args, **kwargs) with the CommDebugModes of this thread keying its collectives as c10d.<op>; op may
+    also be a dict {(tracer kind, group name or None): handle} (distribute_tensor's per-placement keys)."""
     modes = getattr(_comm_debug, "modes", None)
     if not modes or getattr(_comm_debug, "op", None) is not None:
         return fn(*args, **kwargs)
     from .. import ops
     for mode in modes:
         mode._drain()  # what ran before this call keeps its own key
-    _comm_debug.op = getattr(ops.c10d, op)
+    _comm_debug.op = getattr(ops.c10d, op) if isinstance(op, str) else op
     try:
         return fn(*args, **kwargs)
     finally:

@@ -39,9 +39,16 @@ class DTensor(metaclass=_DTensorMeta):
         read as Replicate)."""
         device_mesh = _mesh_or_current(device_mesh)
         placements = _placement_list(placements, device_mesh, "DTensor.from_local")
-        return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
-                             None if stride is None else list(stride), run_check,
-                             None if grad_placements is None else list(grad_placements))
+        args = (local_tensor, device_mesh, placements, None if shape is None else list(shape),
+                None if stride is None else list(stride), run_check,
+                None if grad_placements is None else list(grad_placements))
+        if not run_check:
+            return _C.from_local(*args)
+        from .. import _run_keyed
+        from ... import ops
+        # the check's collectives under torch's keys in a CommDebugMode
+        return _run_keyed({("all_gather", None): ops.c10d._allgather_base_, ("broadcast", None): ops.c10d.broadcast_},
+                          _C.from_local, args, {})
 
 
 def _local_tensor(self):
@@ -84,7 +91,21 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
         return tensor
     if any(isinstance(p, Partial) for p in placements):
         return _distribute_partial(tensor, device_mesh, placements, src_data_rank)
-    return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
+    from .. import _run_keyed
+    return _run_keyed(_distribute_keys(device_mesh, placements), _C.distribute_tensor,
+                      (tensor, device_mesh, placements, src_data_rank), {})
+
+
+def _distribute_keys(device_mesh, placements):
+    """How a CommDebugMode keys distribute_tensor's broadcasts: torch scatters along a Shard mesh dim
+    (c10d.scatter_) and broadcasts along a Replicate one (c10d.broadcast_)."""
+    from ... import ops
+    keys = {}
+    for i, p in enumerate(placements):
+        op = ops.c10d.scatter_ if isinstance(p, (Shard, _StridedShard)) else ops.c10d.broadcast_
+        keys[("broadcast", device_mesh.get_group(i).group_name)] = op
+        keys.setdefault(("broadcast", None), op)
+    return keys
 
 
 def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
@@ -92,8 +113,10 @@ def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
     the mesh dim's size for Partial(sum), the value itself for avg / max / min, so the reduction gives the
     tensor back (torch's Partial._partition_value)."""
     dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
+    from .. import _run_keyed
     with _C._GradMode(False):
-        local = _C.distribute_tensor(tensor.detach(), device_mesh, dense, src_data_rank).to_local()
+        local = _run_keyed(_distribute_keys(device_mesh, dense), _C.distribute_tensor,
+                           (tensor.detach(), device_mesh, dense, src_data_rank), {}).to_local()
         for i, p in enumerate(placements):
             if isinstance(p, Partial) and p.reduce_op == "sum":
                 local = local / float(device_mesh.size(i))
@@ -124,12 +147,13 @@ def _global_size(size):
     return tuple(out)
 
 
-def _place(make, device_mesh, placements, requires_grad, layout=None):
+def _place(make, device_mesh, placements, requires_grad, layout=None, random=False):
     """torch's _dtensor_init_helper: the global tensor make() gives, on device_mesh with placements (default
-    Replicate everywhere). Each rank's piece is the tensor's values at its place (rank 0's values, so random ones
-    agree on every rank); along a Partial dim every rank holds them whole, as torch's init_op(local_shape) does
-    for every reduce op (ones with [Partial()] holds 1 on each rank, full_tensor() the world size; avg / max /
-    min give the value back)."""
+    Replicate everywhere). Each rank's piece is the tensor's values at its place (rank 0's values when random,
+    so random ones agree on every rank; otherwise every rank's own, which are the same: no collective, as
+    torch's factories make none); along a Partial dim every rank holds them whole, as torch's
+    init_op(local_shape) does for every reduce op (ones with [Partial()] holds 1 on each rank, full_tensor() the
+    world size; avg / max / min give the value back)."""
     from ..._tensor_extras import strided
     if layout is not None and layout != strided:
         raise AssertionError("layout value not supported!")
@@ -138,13 +162,14 @@ def _place(make, device_mesh, placements, requires_grad, layout=None):
     if len(placements) != device_mesh.ndim:
         raise AssertionError("mesh dimension does not match the length of placements")
     value = make()
+    source = 0 if random else None
     if any(isinstance(p, Partial) for p in placements):
         dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
         with _C._GradMode(False):
-            local = _C.distribute_tensor(value, device_mesh, dense, 0).to_local()
+            local = _C.distribute_tensor(value, device_mesh, dense, source).to_local()
             out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=tuple(value.shape))
     else:
-        out = distribute_tensor(value, device_mesh, placements)
+        out = distribute_tensor(value, device_mesh, placements, src_data_rank=source)
     return out.requires_grad_(True) if requires_grad else out
 
 
@@ -158,7 +183,7 @@ def _factory(kind):
         from ... import _tensor as T
         shape = _global_size(size)
         return _place(lambda: getattr(T, kind)(shape, dtype=dtype), device_mesh, placements, requires_grad,
-                      layout)
+                      layout, random=kind in ("rand", "randn"))
     fn.__name__ = fn.__qualname__ = kind
     fn.__doc__ = fn.__doc__ % kind
     return fn
