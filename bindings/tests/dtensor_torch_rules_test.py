@@ -260,5 +260,26 @@ def test_comm_debug_mode_keys_distribute_tensor_from_local_and_leaves_out_barrie
                 ([], 0), ([], 0), ([], 0), ([], 0), ["c10d._allgather_base_"]]
     assert on_ranks(fn) == {0: expected, 1: expected}
 
+
+def test_distribute_tensor_versions_mesh_identity_and_bad_shard_dims_as_torch():
+    def fn(rank, mesh):
+        from tessel.distributed.tensor import ones
+        x = tessel.arange(4.0)
+        d = distribute_tensor(x, mesh, [Shard(0)])
+        versions = [d._version, distribute_tensor(x, mesh, [Replicate()])._version,
+                    ones(4, device_mesh=mesh, placements=[Shard(0)])._version, x._version]
+        d.add_(1)
+        versions.append(d._version)
+        with pytest.raises(IndexError, match=re.escape("Dimension out of range (expected to be in range of [-1, 0], "
+                                                       "but got 1)")):
+            distribute_tensor(tessel.ones(2), mesh, [Shard(1)])
+        with pytest.raises(AssertionError, match="Expected tensor.dim\\(\\) > 0, got 0"):
+            distribute_tensor(tessel.tensor(3.0), mesh, [Shard(0)])
+        return versions, d.device_mesh is mesh, (d * 2).device_mesh is mesh, d.redistribute(mesh, [Replicate()])\
+            .device_mesh is mesh
+
+    # torch: fresh DTensors at version 0 (one in-place op: 1), and the mesh object they were made on
+    assert on_ranks(fn) == {0: ([0, 0, 0, 0, 1], True, True, True), 1: ([0, 0, 0, 0, 1], True, True, True)}
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -41,7 +41,7 @@ def run_ranks(world_size, fn):
             fn(world)
         finally:
             _local.world, _local.initialized, _local.mesh, _local.in_run_ranks = None, False, None, False
-            _local.meshes, _local.groups = None, []
+            _local.meshes, _local.groups, _local.mesh_groups = None, [], None
 
     _C.run_ranks(world_size, rank_fn)
 
@@ -373,7 +373,7 @@ def destroy_process_group(group=None):
         _C._threads_set_departed(_local.world, True)
         _local.departed = True
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
-    _local.groups = []
+    _local.groups, _local.mesh_groups = [], None  # (mesh_groups: tensor/__init__.py's DTensor.device_mesh)
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 

@@ -60,6 +60,29 @@ def _local_tensor(self):
 
 
 _C.Tensor._local_tensor = property(_local_tensor)
+_device_mesh_cpp = _C.Tensor.device_mesh
+
+
+def _device_mesh(self):
+    """torch's DTensor.device_mesh: the mesh object it was made on (`d.device_mesh is mesh`). The C++ property
+    gives a new handle each time; this rank's registered mesh of the same layout over the same groups is returned
+    in its place."""
+    mesh = _device_mesh_cpp.__get__(self)
+    from .. import _local
+    key = repr(mesh)
+    known = (getattr(_local, "meshes", None) or {}).get(key)
+    if known is None:
+        return mesh
+    groups = getattr(_local, "mesh_groups", None)
+    if groups is None:
+        groups = _local.mesh_groups = {}
+    entry = groups.get(key)
+    if entry is None or entry[0] is not known:
+        entry = groups[key] = (known, known.get_all_groups())
+    return known if all(a is b for a, b in zip(entry[1], mesh.get_all_groups())) else mesh
+
+
+_C.Tensor.device_mesh = property(_device_mesh, doc=_device_mesh_cpp.__doc__)
 
 
 def _placement_list(placements, device_mesh, op):
@@ -89,11 +112,21 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
             raise ValueError("Cannot distribute a DTensor with placements %s to a different placements %s. do you "
                              "want to call `redistribute` instead?" % (tuple(tensor.placements), tuple(placements)))
         return tensor
+    for p in placements:  # torch's errors for a Shard dim the tensor lacks
+        if isinstance(p, (Shard, _StridedShard)):
+            if tensor.dim() == 0:
+                raise AssertionError("Expected tensor.dim() > 0, got 0")
+            if not -tensor.dim() <= p.dim < tensor.dim():
+                raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                                 % (-tensor.dim(), tensor.dim() - 1, p.dim))
     if any(isinstance(p, Partial) for p in placements):
         return _distribute_partial(tensor, device_mesh, placements, src_data_rank)
     from .. import _run_keyed
-    return _run_keyed(_distribute_keys(device_mesh, placements), _C.distribute_tensor,
-                      (tensor, device_mesh, placements, src_data_rank), {})
+    out = _run_keyed(_distribute_keys(device_mesh, placements), _C.distribute_tensor,
+                     (tensor, device_mesh, placements, src_data_rank), {})
+    if out._version and out._storage()[0] != tensor._storage()[0]:
+        out._unsafe_set_version_counter(0)  # a fresh copy, as torch's (the write that filled it counted one)
+    return out
 
 
 def _distribute_keys(device_mesh, placements):
