@@ -281,5 +281,57 @@ def test_distribute_tensor_versions_mesh_identity_and_bad_shard_dims_as_torch():
     # torch: fresh DTensors at version 0 (one in-place op: 1), and the mesh object they were made on
     assert on_ranks(fn) == {0: ([0, 0, 0, 0, 1], True, True, True), 1: ([0, 0, 0, 0, 1], True, True, True)}
 
+
+def test_dtensor_spec_describes_mesh_placements_and_global_meta_as_torchs():
+    def fn(rank, mesh):
+        from tessel.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+        d = distribute_tensor(tessel.arange(15.0).reshape(5, 3), mesh, [Shard(0)])
+        spec = d._spec
+        p = DTensor.from_local(tessel.ones(2, 2), mesh, [Partial()])._spec
+        made = DTensorSpec(mesh, (Shard(0),), TensorMeta(tessel.Size([4, 2]), (2, 1), tessel.float32))
+        with pytest.raises(ValueError, match="tensor_meta is not set"):
+            DTensorSpec(mesh, (Shard(0),)).shape
+        return (type(spec).__name__, spec.placements, spec.mesh is mesh, spec.device_mesh is mesh,
+                tuple(spec.tensor_meta.shape), spec.tensor_meta.stride, spec.tensor_meta.dtype == tessel.float32,
+                spec.ndim, spec.dim_map, spec.num_shards, spec.num_shards_map, spec.sums, spec.is_replicated(),
+                spec.is_sharded(), str(spec), spec == d._spec, hash(spec) == hash(d._spec),
+                spec == distribute_tensor(tessel.ones(5, 3), mesh, [Replicate()])._spec,
+                (p.dim_map, p.sums, p.num_shards, str(p), p.is_replicated()), str(made),
+                DTensorSpec.from_dim_map(mesh, [-1, 0], []).placements,
+                DTensorSpec.from_dim_map(mesh, [-1, -1], [0]).placements)
+
+    # torch's DTensorSpec
+    expected = ("DTensorSpec", (Shard(0),), True, True, (5, 3), (3, 1), True, 2, [0, -1], 2, [2, 1], [], False, True,
+                "Spec(f32[5, 3](S(0)))", True, True, False, ([-1, -1], [0], 1, "Spec(f32[2, 2](P(sum)))", False),
+                "Spec(f32[4, 2](S(0)))", (Shard(1),), (Partial(),))
+    assert on_ranks(fn) == {0: expected, 1: expected}
+
+
+def test_compute_local_shape_and_global_offset_as_torchs():
+    from tessel.distributed.tensor import _StridedShard
+
+    def fn(rank, mesh):
+        from tessel.distributed.tensor._utils import compute_local_shape_and_global_offset as f
+        return [f((4, 3), mesh, [Shard(0)]), f((5, 3), mesh, [Shard(0)]), f((5, 3), mesh, [Shard(1)]),
+                f((1, 3), mesh, [Shard(0)]), f((0, 3), mesh, [Shard(0)]), f((5, 3), mesh, [Replicate()]),
+                f((5, 3), mesh, [Partial()]), f(tessel.Size([5, 3]), mesh, (Shard(0),)),
+                f((5, 3), mesh, [Shard(0)], skip_offset=True), f((7,), mesh, [_StridedShard(0, split_factor=2)])]
+
+    # torch's (local_shape, global_offset) per rank: uneven pieces as torch.chunk cuts them, an empty piece
+    # starting at the dim's size
+    assert on_ranks(fn) == {
+        0: [((2, 3), (0, 0)), ((3, 3), (0, 0)), ((5, 2), (0, 0)), ((1, 3), (0, 0)), ((0, 3), (0, 0)),
+            ((5, 3), (0, 0)), ((5, 3), (0, 0)), ((3, 3), (0, 0)), ((3, 3), ()), ((4,), (0,))],
+        1: [((2, 3), (2, 0)), ((2, 3), (3, 0)), ((5, 1), (0, 2)), ((0, 3), (1, 0)), ((0, 3), (0, 0)),
+            ((5, 3), (0, 0)), ((5, 3), (0, 0)), ((2, 3), (3, 0)), ((2, 3), ()), ((3,), (2,))]}
+
+
+def test_the_api_module_holds_the_packages_dtensor_names_as_torchs():
+    from tessel.distributed import tensor
+    from tessel.distributed.tensor import _api
+    # torch: torch.distributed.tensor._api.DTensor is torch.distributed.tensor.DTensor (and the other two)
+    assert (_api.DTensor, _api.distribute_tensor, _api.distribute_module) == \
+        (tensor.DTensor, tensor.distribute_tensor, tensor.distribute_module)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -370,3 +370,7 @@ class _AsyncRedistributed(_C.Tensor):
 for _name, _method in (("full_tensor", _C.Tensor.full_tensor), ("to_local", _C.Tensor.to_local),
                        ("redistribute", _redistribute)):
     setattr(_C.Tensor, _name, _DTensorMethod(_name, _method))
+
+
+# torch's internal modules that libraries import by path; _dtensor_spec installs DTensor._spec
+from . import _api, _dtensor_spec, _utils  # noqa: E402,F401
