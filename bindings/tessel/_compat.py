@@ -29,7 +29,11 @@ def _inplace_operator(name, method, out_of_place):
     and history become the result's, and a base or views sharing a's memory see the write with torch's
     histories. A leaf that requires grad raises, as torch; a shared DTensor gets the out-of-place result as a
     new tensor instead."""
+    aten = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_"}[name]
+
     def op(self, other):
+        if self.is_distributed:  # torch's refusal where a Partial self cannot stay Partial (P += 2)
+            _inplace.refuse_partial_change(self, aten, (other,))
         tracked = _C.is_grad_enabled() and (self.requires_grad or (isinstance(other, Tensor) and other.requires_grad))
         if tracked:
             if self.is_distributed and not self._sole_handle():
@@ -194,6 +198,8 @@ def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_draw(self.dtype, "normal_kernel_cpu")
     if not std >= 0:  # (NaN too)
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
+    if self.is_distributed:  # a random fill keeps no Partial placement: torch's refusal
+        _inplace.refuse_partial_change(self, "normal_")
     _check_in_place(self, "normal_")
     # mean + std·z in double, rounded once to self's dtype; a DTensor draws only its own piece of the draw the
     # whole tensor would get (every rank advancing the generator by the global numel).
@@ -234,6 +240,8 @@ def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
     _check_uniform_bounds(self.dtype, a, b)
+    if self.is_distributed:  # a random fill keeps no Partial placement: torch's refusal
+        _inplace.refuse_partial_change(self, "uniform_")
     _check_in_place(self, "uniform_")
     _C._fill_random_(self, "uniform", builtins.float(a), builtins.float(b), generator)
     return self
@@ -731,6 +739,10 @@ def _gather(self, dim, index, *, sparse_grad=False):
     import numpy as np
     from ._tensor import Tensor as _T
     if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
+            builtins.all(p.is_replicate() for p in index.placements) and index.device_mesh == self.device_mesh and \
+            builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if p.is_shard()):
+        index = index.redistribute(self.device_mesh, list(self.placements))  # (a local slice) torch's layout
+    if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
@@ -740,7 +752,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
         if builtins.all(p.dim % index.ndim in aligned | {d0} for p in index.placements if p.is_shard()):
             # (an index sharded along a dim where it is shorter than self: the general path)
             out = _dtensor_compose.by_index_pieces(self, index, lambda xl, il: _gather(xl, dim, il), index.shape,
-                                                   index.placements, aligned)
+                                                   index.placements, aligned, along=d0)
             if out is not None:
                 return out
     from ._tensor import wrap_dim
@@ -888,7 +900,7 @@ def _argsort(self, dim=-1, descending=False, stable=False):
     order = _sort_indices(self, dim, descending)
     if order is not None:
         return order
-    return _indices_like(self, _sort_order(self, dim, descending))
+    return _indices_like(self, _sort_order(self, dim, descending), dim)
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

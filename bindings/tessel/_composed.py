@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from . import _C, _dtypes, return_types
-from ._dtensor_compose import aligned
+from ._dtensor_compose import aligned, gathered_along
 from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
                      maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
@@ -210,8 +210,9 @@ def cross(input, other, dim=None):
     if shape[dim] != 3:
         raise RuntimeError("linalg.cross: inputs dimension %d must have length 3. Got %d and %d"
                            % (dim, input.shape[dim], other.shape[dim]))
-    a1, a2, a3 = a.unbind(dim)
-    b1, b2, b3 = b.unbind(dim)
+    # a DTensor sharded along dim made whole there first: unbind refuses a sharded dim, as torch's
+    a1, a2, a3 = gathered_along(a, dim).unbind(dim)
+    b1, b2, b3 = gathered_along(b, dim).unbind(dim)
     return _C._functional.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], dim % len(shape))
 
 
@@ -268,7 +269,12 @@ def aminmax(x, *, dim=None, keepdim=False):
 
 def _running_best(x, dim, larger, result):
     """(values, indices) of the running max (larger) or min along dim: a tie takes the later index and a NaN
-    takes over from where it appears (each later NaN too), as torch's."""
+    takes over from where it appears (each later NaN too), as torch's. A DTensor whole along dim runs on each
+    rank's piece and keeps its layout; else values and indices come back alike (Replicate along dim), as torch's."""
+    from ._compat import _rewrap, _whole_along
+    if _whole_along(x, dim):
+        values, indices = _running_best(x.to_local(), dim, larger, result)
+        return result(_rewrap(x, values, x.shape), _rewrap(x, indices, x.shape))
     a = x.detach().float().numpy() if x.dtype in (_dtypes.bfloat16, _dtypes.float16) else _host_numpy(x)
     a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
@@ -283,8 +289,12 @@ def _running_best(x, dim, larger, result):
         take = nan_col | (~nan_best & ((col >= best) if larger else (col <= best)))
         best = np.where(take, col, best)
         idx[..., j] = np.where(take, j, idx[..., j - 1])
-    index = _tensor(np.moveaxis(idx, -1, dim))
-    return result(x.gather(dim, index), index)
+    order = np.moveaxis(idx, -1, dim)
+    values = x.gather(dim, _tensor(order))
+    if values.is_distributed:
+        from ._tensor import _indices_like
+        return result(values, _indices_like(values, order))
+    return result(values, _tensor(order))
 
 
 @zero_dim_as_vector

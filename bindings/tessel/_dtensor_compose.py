@@ -5,10 +5,11 @@ masks of a `where`) as plain tensors. Next to a DTensor input those are replicat
 rank, since they come from shapes and arguments only; the C++ dispatcher takes them so under implicit
 replication (dtensor/dispatch.h). `composed(fn)` runs fn in that scope when an argument is a DTensor.
 
-The user's own arguments keep torch's rule: a plain floating tensor (or one requiring grad) of one or more
-dims next to a DTensor raises, as torch's "got mixed torch.Tensor and DTensor" does, unless the caller is
-inside implicit_replication(). Integer and bool tensors (indices, masks, targets) are read as replicated,
-as tessel's indexing reads them.
+The user's own arguments keep torch's rule: a plain floating tensor (or one requiring grad) of more than one
+element next to a DTensor raises, as torch's "got mixed torch.Tensor and DTensor" does, unless the caller is
+inside implicit_replication(); a one-element one is replicated (a 1-d one with torch's UserWarning). Integer
+and bool tensors (indices, masks, targets) are read as replicated, as tessel's indexing reads them. A function
+whose tensor argument gives only a shape (expand_as, view_as: `shape_only`) takes any.
 
 Why by hand: torch gets the same effect from its dispatcher running decompositions on DTensors; tessel's
 compositions are Python, so the scope is entered here, once per outermost call (nested composed calls run
@@ -29,9 +30,28 @@ _state = threading.local()
 
 
 def refused_plain(t):
-    """Whether the plain tensor t may not stand next to a DTensor (module doc): one or more dims, floating (or
-    requiring grad), outside implicit_replication()."""
-    return t.ndim > 0 and (t.dtype.is_floating_point or t.requires_grad) and not _C._implicit_replication_enabled()
+    """Whether the plain tensor t may not stand next to a DTensor (module doc): more than one element, floating
+    (or requiring grad), outside implicit_replication()."""
+    return t.ndim > 0 and t.numel() != 1 and (t.dtype.is_floating_point or t.requires_grad) and \
+        not _C._implicit_replication_enabled()
+
+
+def _warn_one_element(t):
+    """torch's warning for a 1-d one-element plain tensor it replicates next to a DTensor."""
+    if t.ndim == 1 and t.numel() == 1:
+        import warnings
+        from ._tensor import user_stacklevel
+        warnings.warn("Found a non-scalar tensor with numel=1 and ndim!=0, we are implicitly creating a replicated "
+                      "DTensor for it. However, please consider changing it to a scalar tensor or explicitly "
+                      "create a DTensor under distributed environment.", UserWarning, stacklevel=user_stacklevel())
+
+
+def shape_only(fn):
+    """fn reads its tensor arguments other than the first for their shapes only (expand_as, view_as): a plain
+    one is fine next to a DTensor, as torch's (which passes just the size to the op), and fn builds no
+    constants, so composed leaves it as it is."""
+    fn._tessel_composed = True
+    return fn
 
 
 def _tensors(args, kwargs):
@@ -69,8 +89,13 @@ def composed(fn):
         lead = next(((pos, t) for pos, t in _tensors(args, kwargs) if t.is_distributed), None)
         if lead is None:  # the common case: one pass over the arguments
             return fn(*args, **kwargs)
-        plain = next(((pos, t) for pos, t in _tensors(args, kwargs) if not t.is_distributed and refused_plain(t)),
-                     None)
+        plain = None
+        for pos, t in _tensors(args, kwargs):
+            if not t.is_distributed:
+                if refused_plain(t):
+                    plain = pos, t
+                    break
+                _warn_one_element(t)
         if plain is not None:
             (dpos, d), (ppos, p) = lead, plain
             raise _C.InvalidArgumentError(
@@ -166,14 +191,20 @@ def gathered_along(x, dim):
     return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
 
 
-def by_index_pieces(x, index, select, shape, placements, aligned_dims=()):
+def by_index_pieces(x, index, select, shape, placements, aligned_dims=(), along=None):
     """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
     mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank
     selects its own rows, no communication (torch's index_select / gather follow the index's sharding; they
     all-gathered the index). x's gradient is each rank's part (Partial), reduced where x needs it. An index
     sharded along one of `aligned_dims` (gather's dims other than its own, where x and the index have one size)
-    takes x's matching rows: x is sliced there first (Replicate to Shard: local). None otherwise."""
+    takes x's matching rows: x is sliced there first (Replicate to Shard: local). `along`: the dim the index
+    picks from; an x sharded only along it is gathered there first (torch replicates the input and follows the
+    index's sharding). None otherwise."""
     from ._tensor import _contiguous_strides
+    if along is not None and isinstance(x, _Tensor) and x.is_distributed and isinstance(index, _Tensor) and \
+            index.is_distributed and any(p.is_shard() for p in index.placements) and \
+            all(p.is_replicate() or (p.is_shard() and p.dim % x.ndim == along % x.ndim) for p in x.placements):
+        x = gathered_along(x, along)
     if not (isinstance(index, _Tensor) and index.is_distributed and isinstance(x, _Tensor) and x.is_distributed) or \
             index.device_mesh != x.device_mesh or not all(p.is_replicate() for p in x.placements) or \
             any(p.is_partial() for p in index.placements) or all(p.is_replicate() for p in index.placements):

@@ -1,6 +1,7 @@
 """tessel/_tensor.py's helpers for creating tensors like a DTensor (zeros_like / rand_like of a sharded parameter)
-and for running host-computed elementwise ops on DTensor pieces (moved out of _tensor.py to keep it under
-1,000 lines; _tensor.py re-exports them)."""
+and for running host-computed elementwise ops on DTensor pieces, and the layouts of indexing's helpers
+(_internal_index, _indices_like, _whole_rows) (moved out of _tensor.py to keep it under 1,000 lines; _tensor.py
+re-exports them)."""
 import builtins
 
 import numpy as np
@@ -87,3 +88,37 @@ def _random_like(t, make_full, dtype, requires_grad):
     full_values = make_full(list(t.shape), dtype or t.dtype)
     out = _C.distribute_tensor(full_values, t.device_mesh, _like_placements(t), 0)
     return out.requires_grad_(True) if requires_grad else out
+
+
+def _internal_index(x, t):
+    """An index or mask tensor that an op on x builds for itself (every rank builds the same one): on a
+    DTensor x, replicated on x's mesh so that the op's DTensor rule applies (flip, roll, sort, tril, x[[0, 2]]
+    work on DTensors); else t itself."""
+    if not x.is_distributed:
+        return t
+    return _C.from_local(t, x.device_mesh, [_C.Replicate()] * x.device_mesh.ndim, list(t.shape), None, False)
+
+
+def _indices_like(x, order, dim=None):
+    """The int64 indices (numpy, the full tensor's) that sort / topk / argsort of x return: a DTensor laid out
+    as x's values are (_like_placements) when x is one, as torch's; dim: the dim they order, whole on every
+    rank (Replicate where x shards it, as torch's sort strategy)."""
+    out = _C._from_numpy(order)
+    if not x.is_distributed:
+        return out
+    placements = _like_placements(x)
+    if dim is not None:
+        d = dim % x.ndim
+        placements = [_C.Replicate() if isinstance(p, (_C.Shard, _C._StridedShard)) and p.dim % x.ndim == d
+                      else p for p in placements]
+    return _C.distribute_tensor(out, x.device_mesh, placements, None)
+
+
+def _whole_rows(x):
+    """DTensor x with its dim 0 made whole on every rank (Replicate on the mesh dims that shard it): indexing,
+    sort, topk, flip, roll, index_select and gather along a sharded dim come back Replicate, as torch's
+    strategies replicate the indexed dim. (_tensor._gather_rows's embedding op on a row-sharded table gives each
+    rank's rows and zeros elsewhere, a Partial sum: that is F.embedding's row-wise layout, not indexing's.)"""
+    want = [_C.Replicate() if isinstance(p, (_C.Shard, _C._StridedShard)) and p.dim % x.ndim == 0 else p
+            for p in x.placements]
+    return x if want == list(x.placements) else x.redistribute(x.device_mesh, want)

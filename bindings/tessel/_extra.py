@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast_early
-from ._dtensor_compose import aligned, by_index_pieces, gathered_along
+from ._dtensor_compose import aligned, by_index_pieces, gathered_along, shape_only
 from ._activations import (_scalar_like, celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu,
                            logsigmoid, mish, prelu, relu6, selu, softmin, softplus, softshrink, softsign, tanhshrink,
                            threshold)
@@ -311,6 +311,11 @@ def swapaxes(x, a, b):
 
 
 def unbind(x, dim=0):
+    if x.is_distributed:  # torch's rule: the pieces would each live on one rank (select replicated the dim)
+        d = wrap_dim(dim, x.ndim)
+        if builtins.any(isinstance(p, (_C.Shard, _C._StridedShard)) and p.dim % x.ndim == d for p in x.placements):
+            raise RuntimeError("Attempted to unbind along the sharded dimension %d. Please redistribute the input "
+                               "explicitly before unbinding." % d)
     return tuple(x.select(dim, i) for i in range(x.shape[dim]))
 
 
@@ -362,7 +367,7 @@ def index_select(x, dim, index):
         from .distributed.tensor import Shard
         shape = list(x.shape[:dim]) + [index.numel()] + list(x.shape[dim + 1:])
         out = by_index_pieces(x, index, lambda xl, il: index_select(xl, dim, il.reshape(-1)), shape,
-                              [Shard(dim) if p.is_shard() else p for p in index.placements])
+                              [Shard(dim) if p.is_shard() else p for p in index.placements], along=dim)
         if out is not None:
             return out
     return x[(builtins.slice(None),) * dim + (index.reshape(-1) if isinstance(index, Tensor) else list(index),)]
@@ -459,6 +464,7 @@ def outer(a, b):
     return a.reshape(-1, 1) * b.reshape(1, -1)
 
 
+@shape_only
 def expand_as(x, other):
     return x.expand(*other.shape)
 

@@ -9,6 +9,8 @@ as in torch, and a tensor an op saved for backward that the write changed is cau
 A leaf that requires grad (or a view of one) refuses, as torch; a DTensor that others share raises (write the
 out-of-place form). Outside autograd the methods write in place as before.
 """
+import builtins
+
 from . import _C, _dtypes
 
 Tensor = _C.Tensor
@@ -173,6 +175,61 @@ def _check_no_grad_view(self):
             raise RuntimeError(_NO_GRAD_VIEW)
 
 
+# In-place ops torch's DTensor keeps on a Partial(sum / avg) tensor: linear in it, so each rank's piece takes
+# the op (a number added is not: it would be counted once per rank).
+_LINEAR = frozenset(("mul_", "multiply_", "div_", "divide_", "true_divide_", "neg_", "negative_", "cumsum_"))
+# ... and on a Partial(max / min) one: non-decreasing, so the largest (smallest) piece stays so (torch's
+# non_decreasing_unary_ops); a negative factor or a clamp is not kept there.
+_MONOTONE = frozenset(("asinh_", "arcsinh_", "atan_", "arctan_", "ceil_", "deg2rad_", "erf_", "exp_", "exp2_",
+                       "expm1_", "floor_", "nan_to_num_", "rad2deg_", "relu_", "round_", "sgn_", "sigmoid_",
+                       "sign_", "sinh_", "tanh_", "trunc_", "fix_"))
+_SUMS = frozenset(("add_", "sub_", "subtract_"))  # kept on any Partial when the other operand is a tensor
+# Left to the layout rules of the op itself (C++ dispatch, fill_'s own refusal): torch keeps some of these on a
+# Partial (copy_, index_add_, fill_, zero_) and tessel's rules answer the rest in their own words.
+_NOT_JUDGED = frozenset(("fill_", "zero_", "copy_", "index_add_", "index_copy_", "index_fill_", "scatter_",
+                         "scatter_add_", "scatter_reduce_", "masked_scatter_", "addmm_", "addbmm_", "baddbmm_",
+                         "addmv_", "addr_", "inplace"))
+_ATEN = {"multiply_": "mul_", "divide_": "div_", "true_divide_": "div_", "negative_": "neg_", "subtract_": "sub_",
+         "absolute_": "abs_", "clip_": "clamp_", "square_": "pow_", "float_power_": "pow_", "fix_": "trunc_"}
+
+
+def _aten_name(name, args, kwargs):
+    """torch's name for the op in its refusal (aten.add_.Tensor, aten.relu_.default, aten.pow_.Scalar)."""
+    op = _ATEN.get(name, name)
+    if name in ("square_", "float_power_"):
+        overload = "Scalar"
+    elif op in ("add_", "sub_", "mul_", "div_"):
+        overload = "Tensor_mode" if kwargs.get("rounding_mode") is not None else "Tensor"
+    elif op.startswith("clamp") or op == "cumsum_" or not (args or kwargs):
+        overload = "default"
+    else:
+        overload = "Tensor" if isinstance((list(args) + list(kwargs.values()))[-1], Tensor) else "Scalar"
+    return "aten.%s.%s" % (op, overload)
+
+
+def refuse_partial_change(self, name, args=(), kwargs=None):
+    """torch's refusal of an in-place op on a Partial DTensor whose result could not stay Partial (tessel
+    reduced it and computed, or raised a redistribute error from inside the op): P.add_(2), P.relu_(),
+    P.clamp_(0, 1). Returns quietly for the ops torch keeps on it."""
+    placements = self.placements
+    ops = [p.reduce_op for p in placements if p.is_partial()]
+    if not ops or name in _NOT_JUDGED or "dropout" in name:
+        return
+    kwargs = kwargs or {}
+    if name in _SUMS:
+        if isinstance(args[0] if args else kwargs.get("other"), Tensor):
+            return
+    elif name in _LINEAR:
+        if builtins.all(op in ("sum", "avg") for op in ops) and kwargs.get("rounding_mode") is None:
+            return
+    elif name in _MONOTONE:
+        if builtins.all(op in ("max", "min") for op in ops):
+            return
+    raise RuntimeError("%s: in-place operations that require placement changes are not supported. The input has "
+                       "placement %r, but no valid strategy preserves this placement. Please use the out-of-place "
+                       "version of this operation instead." % (_aten_name(name, args, kwargs), tuple(placements)))
+
+
 # The methods above whose result can be floating for an integer tensor (the C++ ones cast it back).
 _MAY_FLOAT = frozenset(("exp_", "sqrt_", "log_", "reciprocal_", "pow_"))
 
@@ -200,6 +257,8 @@ def _wrap(name, original, out_of_place):
             from ._promotion import result_type
             _check_cast(name, result_type(self, *[a for a in args if isinstance(a, (Tensor, int, float))]),
                         self.dtype)
+        if self.is_distributed:
+            refuse_partial_change(self, name, args, kwargs)
         # the checks of _check_no_grad_view and _any_requires_grad inlined (every in-place op pays them)
         if _is_grad_enabled():
             if self.requires_grad:
@@ -234,6 +293,8 @@ def apply(x, compute, name="inplace"):
     and a DTensor's shards see it). compute runs once. One exception: under autograd, a DTensor that something
     else shares (a module call's argument) cannot be written with a history, so the result comes back as a new
     tensor and x keeps its values (`x = act(x)`, what module code does, is unaffected)."""
+    if x.is_distributed:
+        refuse_partial_change(x, name)
     if _C.is_grad_enabled() and x.requires_grad:
         if x.is_distributed and not x._sole_handle() and not (x.is_leaf and x.requires_grad):
             return compute(x)

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _C, _dtypes
 from ._autocast_policy import autocast_off as _autocast_off
-from ._dtensor_compose import gathered_along
+from ._dtensor_compose import gathered_along, shape_only
 from ._tensor import wrap_dim
 from ._extra import TENSOR_METHODS, TORCH_FUNCTIONS, Tensor, _new_full, _tensor, isfinite, prod
 from ._extra import sized as _sized
@@ -363,6 +363,14 @@ def chunk(x, *args, **kwargs):  # (chunks, dim=0)
     return _copies_if_moved(x, g, _chunk_cpp(g, *args, **kwargs), "chunk")
 
 
+def _broadcast_to_method(x, *size):
+    """Tensor.broadcast_to: torch's method takes the sizes as one sequence or spread out (x.broadcast_to(3, 4)),
+    where torch.broadcast_to takes only the sequence."""
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    return x.expand(*size)
+
+
 def _copies_if_moved(x, gathered, pieces, op):
     """The pieces of a DTensor that had to be gathered first are copies, not views of x: marked so an in-place
     write to one is refused (x.chunk(2)[1].add_(1) on Shard(0) was lost silently)."""
@@ -393,8 +401,8 @@ TENSOR_METHODS.update(
     addbmm=addbmm, cumprod=cumprod, diff=diff, clamp_=clamp_, clip_=clamp_, masked_fill_=masked_fill_,
     clamp_min=lambda x, min: x.clamp(min, None), clamp_max=lambda x, max: x.clamp(None, max),
     eq=lambda a, b: a == b, ne=lambda a, b: a != b, lt=lambda a, b: a < b, le=lambda a, b: a <= b,
-    gt=lambda a, b: a > b, ge=lambda a, b: a >= b, broadcast_to=lambda x, size: x.expand(*size),
-    view_as=lambda x, other: x.view(*other.shape), split_with_sizes=split_with_sizes,
+    gt=lambda a, b: a > b, ge=lambda a, b: a >= b, broadcast_to=_broadcast_to_method,
+    view_as=shape_only(lambda x, other: x.view(*other.shape)), split_with_sizes=split_with_sizes,
     where=lambda x, condition, y: sys.modules[__package__].where(condition, x, y),  # (a number y: torch's dtype)
     nelement=lambda x: x.numel(), element_size=lambda x: _ITEMSIZE[x.dtype],
     new_empty=lambda x, *size, **kw: _new_full(x, _sized(size, kw), 0.0, **kw), masked_fill=masked_fill, split=split,

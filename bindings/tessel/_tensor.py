@@ -20,8 +20,8 @@ from . import _C
 from . import _dtypes
 from ._device import check_cpu, factory_device
 from ._host_random import exponential_values, host_int64, host_ints  # noqa: F401 (host_*: re-exported)
-from ._dtensor_like import (_contiguous_strides, _distributed_like, _like_placements,  # noqa: F401
-                            _on_pieces, _random_like)
+from ._dtensor_like import (_contiguous_strides, _distributed_like, _indices_like,  # noqa: F401
+                            _internal_index, _like_placements, _on_pieces, _random_like, _whole_rows)
 from ._tensor_data import (_holds_numpy_float64, _holds_tensor, _plain_numbers, _tensors_as_scalars, checked_numbers,
                            complex_tensor, dtype_of_scalar)
 from ._subscript import (_as_plain, _index_array, _is_advanced, _is_zero_d_bool, _mask_mismatch,  # noqa: F401
@@ -335,24 +335,6 @@ def _index_list(t, idx):
     return out
 
 
-def _internal_index(x, t):
-    """An index or mask tensor that an op on x builds for itself (every rank builds the same one): on a
-    DTensor x, replicated on x's mesh so that the op's DTensor rule applies (flip, roll, sort, tril, x[[0, 2]]
-    work on DTensors); else t itself."""
-    if not x.is_distributed:
-        return t
-    return _C.from_local(t, x.device_mesh, [_C.Replicate()] * x.device_mesh.ndim, list(t.shape), None, False)
-
-
-def _indices_like(x, order):
-    """The int64 indices (numpy, the full tensor's) that sort / topk / argsort of x return: a DTensor laid out
-    as x's values are (_like_placements) when x is one, as torch's."""
-    out = _C._from_numpy(order)
-    if not x.is_distributed:
-        return out
-    return _C.distribute_tensor(out, x.device_mesh, _like_placements(x), None)
-
-
 def _gather_rows(self, rows):
     """self[rows] for an int64 numpy array of row indices (any shape): rows of dim 0 through the embedding
     op, so the gradient flows back (scattered and summed into the rows, as torch's index backward)."""
@@ -364,6 +346,8 @@ def _gather_rows(self, rows):
     if lo < 0:  # (only then: three passes over a mask's 500K positions cost more than the gather)
         rows = np.where(rows < 0, rows + n, rows)
     rows = rows.astype(np.int64, copy=False)
+    if self.is_distributed:
+        self = _whole_rows(self)
     rest = tuple(self.shape[1:])
     width = 1
     for r in rest:

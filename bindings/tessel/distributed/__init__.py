@@ -70,6 +70,7 @@ def run_ranks(world_size, fn):
             rank.world, rank.initialized, rank.mesh, rank.store = None, False, None, None
             rank.meshes, rank.groups = None, []
             rank.in_run_ranks = False
+            rank.mesh_groups = None
 
     _C.run_ranks(world_size, rank_fn)
 
@@ -258,14 +259,15 @@ _register_c10d_handles()
 
 
 def _run_keyed(op, fn, args, kwargs):
-    """fn(*args, **kwargs) with the CommDebugModes of this thread keying its collectives as c10d.<op>."""
+    """fn(*args, **kwargs) with the CommDebugModes of this thread keying its collectives as c10d.<op>; op may
+    also be a dict {(tracer kind, group name or None): handle} (distribute_tensor's per-placement keys)."""
     modes = getattr(_comm_debug, "modes", None)
     if not modes or getattr(_comm_debug, "op", None) is not None:
         return fn(*args, **kwargs)
     from .. import ops
     for mode in modes:
         mode._drain()  # what ran before this call keeps its own key
-    _comm_debug.op = getattr(ops.c10d, op)
+    _comm_debug.op = getattr(ops.c10d, op) if isinstance(op, str) else op
     try:
         return fn(*args, **kwargs)
     finally:
@@ -394,7 +396,7 @@ def destroy_process_group(group=None):
         _C._threads_set_departed(_local.world, True)
         _local.departed = True
     _local.initialized, _local.mesh, _local.pg_count, _local.meshes = False, None, 0, None
-    _local.groups, _local.store = [], None
+    _local.groups, _local.store, _local.mesh_groups = [], None, None  # (mesh_groups: DTensor.device_mesh)
     if not getattr(_local, "in_run_ranks", False):
         _local.world = None
 

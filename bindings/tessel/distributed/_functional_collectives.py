@@ -287,3 +287,22 @@ def wait_tensor(tensor):
 
 def wait_tensors(tensors):
     return list(tensors)
+
+
+class AsyncCollectiveTensor(_C.Tensor):
+    """torch's handle on a collective's result that may still be in flight (what to_local() of a DTensor from
+    redistribute(async_op=True) gives): wait() returns the plain tensor. tessel's collectives complete before
+    returning, so there is nothing to wait for; ops on it give plain tensors, as torch's."""
+
+    def __init__(self, elem):
+        _C.Tensor.__init__(self, elem)
+
+    def wait(self):
+        return _C.Tensor(self)
+
+    def trigger_wait(self):
+        return _C.Tensor(self)
+
+    def __repr__(self):
+        return "AsyncCollectiveTensor(%r)" % (_C.Tensor(self),)
+

@@ -39,9 +39,16 @@ class DTensor(metaclass=_DTensorMeta):
         read as Replicate)."""
         device_mesh = _mesh_or_current(device_mesh)
         placements = _placement_list(placements, device_mesh, "DTensor.from_local")
-        return _C.from_local(local_tensor, device_mesh, placements, None if shape is None else list(shape),
-                             None if stride is None else list(stride), run_check,
-                             None if grad_placements is None else list(grad_placements))
+        args = (local_tensor, device_mesh, placements, None if shape is None else list(shape),
+                None if stride is None else list(stride), run_check,
+                None if grad_placements is None else list(grad_placements))
+        if not run_check:
+            return _C.from_local(*args)
+        from .. import _run_keyed
+        from ... import ops
+        # the check's collectives under torch's keys in a CommDebugMode
+        return _run_keyed({("all_gather", None): ops.c10d._allgather_base_, ("broadcast", None): ops.c10d.broadcast_},
+                          _C.from_local, args, {})
 
 
 def _local_tensor(self):
@@ -53,6 +60,29 @@ def _local_tensor(self):
 
 
 _C.Tensor._local_tensor = property(_local_tensor)
+_device_mesh_cpp = _C.Tensor.device_mesh
+
+
+def _device_mesh(self):
+    """torch's DTensor.device_mesh: the mesh object it was made on (`d.device_mesh is mesh`). The C++ property
+    gives a new handle each time; this rank's registered mesh of the same layout over the same groups is returned
+    in its place."""
+    mesh = _device_mesh_cpp.__get__(self)
+    from .. import _local
+    key = repr(mesh)
+    known = (getattr(_local, "meshes", None) or {}).get(key)
+    if known is None:
+        return mesh
+    groups = getattr(_local, "mesh_groups", None)
+    if groups is None:
+        groups = _local.mesh_groups = {}
+    entry = groups.get(key)
+    if entry is None or entry[0] is not known:
+        entry = groups[key] = (known, known.get_all_groups())
+    return known if all(a is b for a, b in zip(entry[1], mesh.get_all_groups())) else mesh
+
+
+_C.Tensor.device_mesh = property(_device_mesh, doc=_device_mesh_cpp.__doc__)
 
 
 def _placement_list(placements, device_mesh, op):
@@ -82,9 +112,33 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
             raise ValueError("Cannot distribute a DTensor with placements %s to a different placements %s. do you "
                              "want to call `redistribute` instead?" % (tuple(tensor.placements), tuple(placements)))
         return tensor
+    for p in placements:  # torch's errors for a Shard dim the tensor lacks
+        if isinstance(p, (Shard, _StridedShard)):
+            if tensor.dim() == 0:
+                raise AssertionError("Expected tensor.dim() > 0, got 0")
+            if not -tensor.dim() <= p.dim < tensor.dim():
+                raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                                 % (-tensor.dim(), tensor.dim() - 1, p.dim))
     if any(isinstance(p, Partial) for p in placements):
         return _distribute_partial(tensor, device_mesh, placements, src_data_rank)
-    return _C.distribute_tensor(tensor, device_mesh, placements, src_data_rank)
+    from .. import _run_keyed
+    out = _run_keyed(_distribute_keys(device_mesh, placements), _C.distribute_tensor,
+                     (tensor, device_mesh, placements, src_data_rank), {})
+    if out._version and out._storage()[0] != tensor._storage()[0]:
+        out._unsafe_set_version_counter(0)  # a fresh copy, as torch's (the write that filled it counted one)
+    return out
+
+
+def _distribute_keys(device_mesh, placements):
+    """How a CommDebugMode keys distribute_tensor's broadcasts: torch scatters along a Shard mesh dim
+    (c10d.scatter_) and broadcasts along a Replicate one (c10d.broadcast_)."""
+    from ... import ops
+    keys = {}
+    for i, p in enumerate(placements):
+        op = ops.c10d.scatter_ if isinstance(p, (Shard, _StridedShard)) else ops.c10d.broadcast_
+        keys[("broadcast", device_mesh.get_group(i).group_name)] = op
+        keys.setdefault(("broadcast", None), op)
+    return keys
 
 
 def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
@@ -92,8 +146,10 @@ def _distribute_partial(tensor, device_mesh, placements, src_data_rank):
     the mesh dim's size for Partial(sum), the value itself for avg / max / min, so the reduction gives the
     tensor back (torch's Partial._partition_value)."""
     dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
+    from .. import _run_keyed
     with _C._GradMode(False):
-        local = _C.distribute_tensor(tensor.detach(), device_mesh, dense, src_data_rank).to_local()
+        local = _run_keyed(_distribute_keys(device_mesh, dense), _C.distribute_tensor,
+                           (tensor.detach(), device_mesh, dense, src_data_rank), {}).to_local()
         for i, p in enumerate(placements):
             if isinstance(p, Partial) and p.reduce_op == "sum":
                 local = local / float(device_mesh.size(i))
@@ -124,12 +180,13 @@ def _global_size(size):
     return tuple(out)
 
 
-def _place(make, device_mesh, placements, requires_grad, layout=None):
+def _place(make, device_mesh, placements, requires_grad, layout=None, random=False):
     """torch's _dtensor_init_helper: the global tensor make() gives, on device_mesh with placements (default
-    Replicate everywhere). Each rank's piece is the tensor's values at its place (rank 0's values, so random ones
-    agree on every rank); along a Partial dim every rank holds them whole, as torch's init_op(local_shape) does
-    for every reduce op (ones with [Partial()] holds 1 on each rank, full_tensor() the world size; avg / max /
-    min give the value back)."""
+    Replicate everywhere). Each rank's piece is the tensor's values at its place (rank 0's values when random,
+    so random ones agree on every rank; otherwise every rank's own, which are the same: no collective, as
+    torch's factories make none); along a Partial dim every rank holds them whole, as torch's
+    init_op(local_shape) does for every reduce op (ones with [Partial()] holds 1 on each rank, full_tensor() the
+    world size; avg / max / min give the value back)."""
     from ..._tensor_extras import strided
     if layout is not None and layout != strided:
         raise AssertionError("layout value not supported!")
@@ -138,13 +195,14 @@ def _place(make, device_mesh, placements, requires_grad, layout=None):
     if len(placements) != device_mesh.ndim:
         raise AssertionError("mesh dimension does not match the length of placements")
     value = make()
+    source = 0 if random else None
     if any(isinstance(p, Partial) for p in placements):
         dense = [Replicate() if isinstance(p, Partial) else p for p in placements]
         with _C._GradMode(False):
-            local = _C.distribute_tensor(value, device_mesh, dense, 0).to_local()
+            local = _C.distribute_tensor(value, device_mesh, dense, source).to_local()
             out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=tuple(value.shape))
     else:
-        out = distribute_tensor(value, device_mesh, placements)
+        out = distribute_tensor(value, device_mesh, placements, src_data_rank=source)
     return out.requires_grad_(True) if requires_grad else out
 
 
@@ -158,7 +216,7 @@ def _factory(kind):
         from ... import _tensor as T
         shape = _global_size(size)
         return _place(lambda: getattr(T, kind)(shape, dtype=dtype), device_mesh, placements, requires_grad,
-                      layout)
+                      layout, random=kind in ("rand", "randn"))
     fn.__name__ = fn.__qualname__ = kind
     fn.__doc__ = fn.__doc__ % kind
     return fn
@@ -282,5 +340,37 @@ class _DTensorMethod:
         return self._method.__get__(obj, owner)
 
 
-for _name in ("full_tensor", "to_local", "redistribute"):
-    setattr(_C.Tensor, _name, _DTensorMethod(_name, getattr(_C.Tensor, _name)))
+_redistribute_cpp = _C.Tensor.redistribute
+
+
+def _redistribute(self, device_mesh=None, placements=None, *, async_op=False, forward_dtype=None,
+                  backward_dtype=None):
+    out = _redistribute_cpp(self, device_mesh, placements, async_op=async_op, forward_dtype=forward_dtype,
+                            backward_dtype=backward_dtype)
+    if async_op and tuple(out.placements) != tuple(self.placements):
+        return _AsyncRedistributed(out)
+    return out
+
+
+_redistribute.__doc__ = _redistribute_cpp.__doc__
+
+
+class _AsyncRedistributed(_C.Tensor):
+    """What redistribute(async_op=True) returns when it moved data: a DTensor whose to_local() is torch's
+    AsyncCollectiveTensor (scripts call .wait() on it); the collectives have completed already."""
+
+    def __init__(self, dtensor):
+        _C.Tensor.__init__(self, dtensor)
+
+    def to_local(self, *, grad_placements=None):
+        from .._functional_collectives import AsyncCollectiveTensor
+        return AsyncCollectiveTensor(_C.Tensor.to_local(self, grad_placements=grad_placements))
+
+
+for _name, _method in (("full_tensor", _C.Tensor.full_tensor), ("to_local", _C.Tensor.to_local),
+                       ("redistribute", _redistribute)):
+    setattr(_C.Tensor, _name, _DTensorMethod(_name, _method))
+
+
+# torch's internal modules that libraries import by path; _dtensor_spec installs DTensor._spec
+from . import _api, _dtensor_spec, _utils  # noqa: E402,F401

@@ -11,12 +11,13 @@ kind and attributed to the modules whose forward (or backward) issued them.
 
 Counts come from the comm tracer of this thread (a run_ranks rank, or the process): every collective of any
 layer (DTensor redistributes, fully_shard, tessel.distributed's calls), keyed by torch's functional op handles
-(all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast) and c10d's for
-send/recv/barrier; a tessel.distributed call's (dist.all_reduce, dist.broadcast, ...) by torch's c10d op
-(c10d.allreduce_, c10d.broadcast_, c10d._allgather_base_, ...), as torch keys them. Module attribution follows
-module calls made from Python (the global forward hooks of tessel.nn.modules.module); backward collectives go to
-the module whose output gradient arrived last, as torch's tracker attributes them, and to its ancestors and
-"Global". Not kept: per-op DTensor dispatch traces (noise
+(all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast); a tessel.distributed
+call's (dist.all_reduce, dist.broadcast, ...) by torch's c10d op (c10d.allreduce_, c10d.broadcast_,
+c10d._allgather_base_, ...), as torch keys them, and so are distribute_tensor's (c10d.scatter_ / broadcast_) and
+DTensor.from_local(run_check=True)'s (c10d._allgather_base_ / broadcast_). Sends, receives and barriers are not
+counted, as torch's. Module attribution follows module calls made from Python (the global forward hooks of
+tessel.nn.modules.module); backward collectives go to the module whose output gradient arrived last, as torch's
+tracker attributes them, and to its ancestors and "Global". Not kept: per-op DTensor dispatch traces (noise
 levels above 0 print the module tree with parameter placements, not the ops).
 """
 from .... import _C, ops
@@ -24,10 +25,11 @@ from ... import _comm_debug
 
 __all__ = ["CommDebugMode", "visualize_sharding"]
 
+# Point-to-point sends / receives and barriers are not counted: torch's CommDebugMode counts only its functional
+# collectives and the c10d collectives (allreduce_, broadcast_, scatter_, ...).
 _KINDS = {"all_reduce": ops.c10d_functional.all_reduce, "all_gather": ops.c10d_functional.all_gather_into_tensor,
           "reduce_scatter": ops.c10d_functional.reduce_scatter_tensor,
-          "all_to_all": ops.c10d_functional.all_to_all_single, "broadcast": ops.c10d_functional.broadcast,
-          "send": ops.c10d.send, "recv": ops.c10d.recv_, "barrier": ops.c10d.barrier}
+          "all_to_all": ops.c10d_functional.all_to_all_single, "broadcast": ops.c10d_functional.broadcast}
 _FUNCTIONAL = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 
 
@@ -48,16 +50,21 @@ class CommDebugMode:
     def _drain(self, c10d_op=None):
         """Attributes the collectives recorded since the last drain to the current module path; c10d_op: they
         came from a tessel.distributed call (dist.all_reduce, ...), which torch counts under its c10d op
-        (c10d.allreduce_, ...: tessel.distributed's _run_keyed), not the c10d_functional one."""
+        (c10d.allreduce_, ...: tessel.distributed's _run_keyed), not the c10d_functional one; or a dict of
+        such ops by (kind, group name) or (kind, None) (distribute_tensor: scatter_ along a Shard mesh dim,
+        broadcast_ along a Replicate one, as torch's)."""
         if self._tracer is None:
             return
         new = self._tracer.records(self._seen)  # only what came since the last drain (this runs per module call)
         self._seen += len(new)
         path = self._bw_path if self._bw_path is not None else list(self._stack)
         phase = "backward" if self._bw_path is not None else "forward"
-        for kind, _, _ in new:
-            op = c10d_op if c10d_op is not None and kind in _FUNCTIONAL else _KINDS.get(kind)
-            if op is None:
+        for kind, group, _ in new:
+            if isinstance(c10d_op, dict):
+                op = c10d_op.get((kind, group), c10d_op.get((kind, None), _KINDS.get(kind)))
+            else:
+                op = c10d_op if c10d_op is not None and kind in _FUNCTIONAL else _KINDS.get(kind)
+            if op is None or op is ops.c10d.barrier:  # (dist.barrier: not counted, as torch)
                 continue
             self.comm_counts[op] = self.comm_counts.get(op, 0) + 1
             for fqn in path:

@@ -10,7 +10,8 @@ local pieces of DTensors, and wrap what it returns as DTensors with the placemen
 Semantics follow torch's: arguments are flattened as a pytree; each DTensor is checked against its
 in_placements (or redistributed with redistribute_inputs=True), unwrapped with to_local(grad_placements=
 in_grad_placements[i]) so its gradient comes back in the declared layout; non-DTensor arguments pass through.
-Outputs are flattened too and each tensor becomes DTensor.from_local(out, mesh, placements) without a check;
+Outputs are flattened too and each tensor becomes DTensor.from_local(out, mesh, placements) without a check
+(placements None: Replicate, as torch's from_local reads it);
 when no argument was a DTensor the function's result is returned unchanged. Misuse raises torch's
 exceptions (AssertionError for a count or None mismatch, ValueError for a placement mismatch). Not kept:
 spmd_types=True (torch's optional spmd_types package), which raises NotImplementedError.
@@ -88,7 +89,9 @@ def _local_map_wrapped(func, out_placements, in_placements, in_grad_placements, 
         if isinstance(o, _C.Tensor):
             if o.is_distributed:
                 raise AssertionError("torch.Tensor output expected but received a DTensor: %s" % (o.shape,))
-            wrapped.append(_C.from_local(o, device_mesh, list(spec), None, None, False, None))
+            # torch wraps with DTensor.from_local(out, mesh, spec): a None spec there means Replicate everywhere
+            placements = [_C.Replicate()] * device_mesh.ndim if spec is None else list(spec)
+            wrapped.append(_C.from_local(o, device_mesh, placements, None, None, False, None))
         elif spec is not None:
             raise AssertionError("Non-tensor output %r expects None placements but received %s!" % (o, spec))
         else:
