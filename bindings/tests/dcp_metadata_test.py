@@ -54,7 +54,7 @@ def test_read_metadata_lists_keys_sizes_and_chunks(tmp_path):
     assert [(tuple(c.offsets), tuple(c.sizes)) for c in b.chunks] == [((0,), (3,))]  # replicas saved once
     for key in ("step", "name", "rng"):
         assert isinstance(md.state_dict_metadata[key], BytesStorageMetadata)
-    assert md.storage_meta.checkpoint_id == str(tmp_path)
+    assert md.storage_meta.checkpoint_id == tmp_path  # torch's: a PosixPath
     with pytest.raises(FileNotFoundError):
         dcp.FileSystemReader(str(tmp_path / "nothing")).read_metadata()
 
