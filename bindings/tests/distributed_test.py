@@ -2328,7 +2328,7 @@ def test_dcp_storage_writer_reader_planners_and_set_optimizer_state_dict_resume_
     # checkpoint_id wins over the writer's path (torch resets the writer to it); overwrite=False refuses.
     writer = dcp.FileSystemWriter(str(tmp_path / "unused"))
     dcp.save({"w": tessel.ones(2)}, checkpoint_id=str(tmp_path / "given"), storage_writer=writer)
-    assert writer.checkpoint_id == str(tmp_path / "given")
+    assert writer.checkpoint_id == tmp_path / "given"  # (a pathlib.Path, as torch's)
     with pytest.raises(dcp.CheckpointException, match="overwrite=False"):  # torch's exception type
         dcp.save({"w": tessel.ones(2)}, storage_writer=dcp.FileSystemWriter(str(tmp_path / "given"), overwrite=False))
 
