@@ -1,7 +1,6 @@
 """torch.distributed.checkpoint.state_dict_loader: load (dcp.load), its deprecated spelling load_state_dict, and
 torch's private _load_state_dict (no Stateful handling: the planner fills the dict it is given, so
 _EmptyStateDictLoadPlanner loads a whole checkpoint into {} without a model) and _load_state_dict_from_keys."""
-import os  # noqa: F401 (torch's module namespace)
 import warnings
 
 from .. import _default_group, is_initialized
