@@ -60,8 +60,8 @@ def test_load_missing_a_key_on_one_rank_fails_every_rank(tmp_path):
     tessel.run_ranks(2, rank_fn)
     for r in range(2):
         assert sorted(seen[r]) == [1], seen[r]
-        err, _ = seen[r][1]
-        assert isinstance(err, KeyError) and "1 missing ['missing']" in str(err), err
+        err, _ = seen[r][1]  # torch: RuntimeError('Missing key in checkpoint state_dict: missing.')
+        assert isinstance(err, RuntimeError) and str(err) == "Missing key in checkpoint state_dict: missing.", err
 
 
 def test_load_without_a_process_group_raises_it_for_rank_zero(tmp_path):
@@ -70,7 +70,9 @@ def test_load_without_a_process_group_raises_it_for_rank_zero(tmp_path):
     with pytest.raises(CheckpointException) as info:
         dcp.load({"w": tessel.zeros(5)}, checkpoint_id=ckpt)
     err = _failure(info.value, 0)
-    assert isinstance(err, ValueError) and "1 mismatched [w: checkpoint float32 [4]" in str(err), err
+    # torch: ValueError('Size mismatch between saved torch.Size([4]) and current: torch.Size([5]) for w')
+    assert isinstance(err, ValueError) and str(err) == \
+        "Size mismatch between saved tessel.Size([4]) and current: tessel.Size([5]) for w", err
     with pytest.raises(CheckpointException) as info:
         dcp.load({"w": tessel.zeros(4)}, checkpoint_id=str(tmp_path / "absent"))
     assert isinstance(_failure(info.value, 0), FileNotFoundError)

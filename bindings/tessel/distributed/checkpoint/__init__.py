@@ -5,17 +5,19 @@ Keys of nested dicts are joined with "." (two that join to the same key raise Va
 tensor or a dict is entered too (its items keyed 0, 1, ...), as torch's flattening; tensors (dense or DTensor,
 and complex ones) are filled in place by load; other values are replaced in their dict or list: ints, floats,
 strings and bytes as such, bools as bools, anything else picklable (other lists, None, ints beyond int64, RNG
-states) as a pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state
-dict it is given and ignores the checkpoint's other keys; a key the checkpoint lacks raises (unless
-strict=False), a shape or kind mismatch always raises, and a tensor saved in another dtype is cast (as torch's).
+states) as a pickle, as torch's DCP keeps them. Like DCP, load fills the keys of the state dict it is given and
+ignores the checkpoint's other keys; a key the checkpoint lacks raises (unless strict=False or
+DefaultLoadPlanner(allow_partial_load=True)), a shape mismatch always raises, a tensor saved in another dtype is
+cast and a value saved where the state dict holds a tensor replaces it (as torch's). Every rank checks its
+whole state dict against the checkpoint before any rank reads, so a failure leaves every rank's state as it was.
 Collective over the default process group.
-The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader; the planner may be
-DefaultSavePlanner / DefaultLoadPlanner (allow_partial_load=True: strict=False); other storages and
-planners raise NotImplementedError rather than being ignored. A top-level value with state_dict() and
-load_state_dict() (torch's Stateful: a module, an optimizer, an AppState) is saved as its state_dict() and
-loaded back through its load_state_dict(), as torch's DCP does. load also reads a checkpoint torch's DCP wrote
-(its .metadata and .distcp files, at any world size: _torch_format.py), and format_utils.dcp_to_torch_dcp
-writes tessel's checkpoint in that format for torch.
+The directory comes from checkpoint_id or torch's FileSystemWriter / FileSystemReader (filesystem.py) or the
+HuggingFace storages (hf_storage.py); other storages raise NotImplementedError rather than being ignored. A
+planner that overrides torch's hooks is driven hook by hook (default_planner.py, _planned.py). A top-level
+value with state_dict() and load_state_dict() (torch's Stateful: a module, an optimizer, an AppState) is saved
+as its state_dict() and loaded back through its load_state_dict(), as torch's DCP does. load also reads a
+checkpoint torch's DCP wrote (its .metadata and .distcp files, at any world size: _torch_format.py), and
+format_utils.dcp_to_torch_dcp writes tessel's checkpoint in that format for torch.
 
     model_sd, optim_sd = get_state_dict(model, opt)
     save({"model": model_sd, "optim": optim_sd}, checkpoint_id="/tmp/ckpt")
@@ -32,10 +34,13 @@ from ... import _C
 from ..._complex import ComplexTensor
 from .. import _default_group, is_initialized
 from . import api, metadata, planner, state_dict, stateful, storage  # noqa: F401
-from . import _torch_format
+from . import _planned, _torch_format
 from .api import CheckpointException  # noqa: F401
-from .planner import LoadPlanner, SavePlanner  # noqa: F401
-from .staging import AsyncStager, DefaultStager
+from .default_planner import DefaultLoadPlanner, DefaultSavePlanner  # noqa: F401
+from .filesystem import FileSystemReader, FileSystemWriter
+from .hf_storage import HuggingFaceStorageReader, HuggingFaceStorageWriter, _write_safetensors_index  # noqa: F401
+from .planner import LoadPlan, LoadPlanner, ReadItem, SavePlan, SavePlanner, WriteItem  # noqa: F401
+from .staging import AsyncStager, BlockingAsyncStager, DefaultStager, StagingOptions  # noqa: F401
 from .storage import StorageReader, StorageWriter  # noqa: F401
 from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex,  # noqa: F401
                        TensorProperties, TensorStorageMetadata)
@@ -76,18 +81,19 @@ def _entered(v):
 
 
 def _flatten(sd, prefix, out, paths=None, path=()):
-    """{flat key: value}; paths (when given) gets each flat key's path of keys, torch's planner_data mapping
-    (dcp_to_torch_save nests the entries again by it)."""
+    """{flat key: value}; paths (when given) gets each flat key's path of keys (a dict's key as a str, a list's
+    index as an int), torch's planner_data mapping (dcp_to_torch_save nests the entries again by it)."""
     for k, v in _entries(sd):
         key = "%s.%s" % (prefix, k) if prefix else str(k)
+        step = path + (k if isinstance(sd, list) else str(k),)
         if _entered(v):
-            _flatten(v, key, out, paths, path + (k,))
+            _flatten(v, key, out, paths, step)
             continue
         if key in out:  # {"a.b": x, "a": {"b": y}}, or the keys 0 and "0": one would silently replace the other
             raise ValueError("duplicated flatten key %s" % key)
         out[key] = _leaf(key, v)
         if paths is not None:
-            paths[key] = list(path + (k,))
+            paths[key] = list(step)
     return out
 
 
@@ -142,12 +148,14 @@ def _restore(old, new):
     return new
 
 
-def _write_back(sd, prefix, flat, missing=()):
+def _write_back(sd, prefix, flat, missing=(), replaced=()):
+    """Puts the values load read into sd: tensors were filled in place; other values (and a value read where
+    sd held a tensor: the keys in `replaced`) take their entry's place."""
     for k, v in list(_entries(sd)):
         key = "%s.%s" % (prefix, k) if prefix else str(k)
         if _entered(v):
-            _write_back(v, key, flat, missing)
-        elif not isinstance(v, _C.Tensor) and key in flat and key not in missing:
+            _write_back(v, key, flat, missing, replaced)
+        elif (not isinstance(v, _C.Tensor) or key in replaced) and key in flat and key not in missing:
             new = _restore(v, flat[key])
             if _is_complex_tensor(v) and _is_complex_tensor(new) and tuple(new.shape) == tuple(v.shape):
                 with _C._GradMode(False):  # a complex tensor (kept as a pickle) is filled in place too
@@ -160,202 +168,27 @@ def _is_complex_tensor(v):
     return isinstance(v, ComplexTensor)
 
 
-class _FileSystemStorage:
-    """The directory a checkpoint lives in (tessel's layout: one file per rank plus metadata)."""
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-
-    @property
-    def checkpoint_id(self):
-        return self.path
-
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        try:
-            os.fspath(checkpoint_id)
-        except TypeError:
-            return False
-        return True
-
-
-class FileSystemWriter(_FileSystemStorage, StorageWriter):
-    """torch's dcp.FileSystemWriter: save(..., storage_writer=FileSystemWriter(path)) writes to path.
-    tessel always writes one file per rank and syncs it before the commit; thread_count and the copy /
-    caching knobs are accepted for source compatibility and do not change the files."""
-
-    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
-                 per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False, overwrite=True, **kwargs):
-        super().__init__(path)
-        self.overwrite = overwrite
-
-
-class FileSystemReader(_FileSystemStorage, StorageReader):
-    """torch's dcp.FileSystemReader: load(..., storage_reader=FileSystemReader(path)) reads path;
-    read_metadata() says what the checkpoint holds (metadata.py) without loading it."""
-
-    def read_metadata(self):
-        if _torch_format.is_torch_checkpoint(self.path):
-            return _torch_format.read_metadata(self.path)
-        return metadata.read(self.path)
-
-
-class HuggingFaceStorageWriter(_FileSystemStorage, StorageWriter):
-    """torch's dcp.HuggingFaceStorageWriter: save(..., storage_writer=HuggingFaceStorageWriter(path)) writes
-    path/model.safetensors, every tensor full (gathered from any layout) and named by its FQN, the
-    non-tensor values in its "__metadata__"; the checkpoint is first saved in tessel's layout to
-    path/.tessel_dcp, exported by the group's first rank, and removed. One file: the sharding knobs
-    (fqn_to_index_mapping, save_distributed, enable_consolidation) are accepted and change nothing."""
-
-    def __init__(self, path, fqn_to_index_mapping=None, thread_count=1, save_distributed=False,
-                 enable_consolidation=False, thread_count_consolidation=1, **kwargs):
-        super().__init__(path)
-
-
-class HuggingFaceStorageReader(_FileSystemStorage, StorageReader):
-    """torch's dcp.HuggingFaceStorageReader: load(..., storage_reader=HuggingFaceStorageReader(path)) fills a
-    state dict of any layout (each rank reads only its boxes) from path's safetensors files: those of
-    model.safetensors.index.json's weight_map when there is one, else every *.safetensors file."""
-
-    def files(self):
-        index = os.path.join(self.path, "model.safetensors.index.json")
-        if os.path.exists(index):
-            import json
-            with open(index) as f:
-                names = sorted(set(json.load(f)["weight_map"].values()))
-        else:
-            names = sorted(n for n in os.listdir(self.path) if n.endswith(".safetensors"))
-        if not names:
-            raise FileNotFoundError("HuggingFaceStorageReader: no .safetensors file in %s" % self.path)
-        return [os.path.join(self.path, n) for n in names]
-
-
-_SAFETENSORS_DTYPES = {"F32": "float32", "F64": "float64", "BF16": "bfloat16", "F16": "float16", "I64": "int64",
-                       "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
-
-
-def _safetensors_specs(path):
-    """{key: (dtype name, shape)} from a safetensors file's header (8 bytes of length, then JSON)."""
-    import json
-    import struct
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    return {k: (_SAFETENSORS_DTYPES.get(v["dtype"]), tuple(v["shape"])) for k, v in header.items()
-            if k != "__metadata__"}
-
-
-def _write_safetensors_index(path, file_name):
-    """model.safetensors.index.json beside a one-file export, as torch's consolidated HF checkpoints have (it
-    names the file of each tensor; torchtitan finds a step's HF checkpoint by it)."""
-    import json
-    file_path = os.path.join(path, file_name)
-    weight_map = {k: file_name for k in _safetensors_specs(file_path)}
-    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": os.path.getsize(file_path)}, "weight_map": weight_map}, f, indent=2)
-
-
-def _load_safetensors(reader, flat, strict):
-    """Each file fills the keys it holds; keys no file holds are missing (a RuntimeError when strict). A tensor
-    stored in another dtype (a bfloat16 export) is read in that dtype and cast into the target, as torch's
-    reader casts."""
-    from ... import _dtypes
-    missing, unexpected, read = set(flat), set(), 0
-    for path in reader.files():
-        part = {k: flat[k] for k in missing}
-        casts = {}
-        for key, (dtype, shape) in _safetensors_specs(path).items():
-            t = part.get(key)
-            if isinstance(t, _C.Tensor) and dtype is not None and str(t.dtype) != "tessel." + dtype and \
-                    tuple(shape) == tuple(t.shape):
-                with _C._GradMode(False):
-                    casts[key] = (t, t.detach().to(getattr(_dtypes, dtype)))
-                part[key] = casts[key][1]
-        part, result = _C._import_safetensors(part, path)
-        with _C._GradMode(False):
-            for key, (target, stored) in casts.items():
-                if key not in result["missing_keys"]:
-                    target.copy_(stored)
-                    part[key] = target
-        now_missing = set(result["missing_keys"])
-        for k in missing - now_missing:
-            flat[k] = part[k]
-        missing = now_missing
-        unexpected |= set(result["unexpected_keys"])
-        read += result["bytes_read"]
-    unexpected -= set(flat)
-    if strict and missing:
-        raise RuntimeError("load: keys %s are in no safetensors file of %s" % (sorted(missing), reader.path))
-    return flat, {"missing_keys": sorted(missing), "unexpected_keys": sorted(unexpected), "bytes_read": read}
-
-
-class DefaultSavePlanner(SavePlanner):
-    """torch's DefaultSavePlanner: tessel's save plan is fixed (every tensor's distinct shards written once,
-    by their lowest owning rank; nested dicts flattened with '.'), which is the default planner's result;
-    only its default arguments are accepted."""
-
-    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, dedup_replicated_tensors=None,
-                 dedup_save_to_lowest_rank=False, enable_plan_caching=False):
-        if not flatten_state_dict:
-            raise NotImplementedError("DefaultSavePlanner(flatten_state_dict=False) is not supported: tessel always "
-                                      "flattens nested state dicts")
-
-
-class DefaultLoadPlanner(LoadPlanner):
-    """torch's DefaultLoadPlanner; allow_partial_load=True tolerates keys the checkpoint lacks (strict=False)."""
-
-    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, allow_partial_load=False):
-        if not flatten_state_dict:
-            raise NotImplementedError("DefaultLoadPlanner(flatten_state_dict=False) is not supported: tessel always "
-                                      "flattens nested state dicts")
-        self.allow_partial_load = allow_partial_load
-
-
-# torch's planner hooks: a subclass that overrides one expects tessel to call it; tessel's plan is fixed and
-# calls none, so such a planner is refused rather than silently ignored (its override would never run).
-_PLANNER_HOOKS = ("set_up_planner", "create_local_plan", "create_global_plan", "finish_plan", "resolve_data",
-                  "lookup_object", "transform_object", "load_bytes", "resolve_tensor", "commit_tensor",
-                  "lookup_tensor", "transform_tensor", "resolve_bytes")
-
-
-def _check_no_overrides(planner, planner_type, what):
-    for cls in type(planner).__mro__:
-        if cls is planner_type:
-            return
-        hooks = sorted(h for h in _PLANNER_HOOKS if h in vars(cls))
-        if hooks:
-            raise NotImplementedError("%s: planner %s overrides %s, which tessel never calls (its save/load plan is "
-                                      "fixed: every shard once, resharded on load); transform the state dict "
-                                      "before save or after load instead" % (what, type(planner).__name__,
-                                                                             ", ".join(hooks)))
-
-
-def _dir(checkpoint_id, storage=None, planner=None, what="save"):
+def _dir(checkpoint_id, storage=None, what="save"):
     """The checkpoint directory from checkpoint_id or a FileSystemWriter/Reader (checkpoint_id wins and
-    resets the storage, as torch); any other storage or planner raises instead of being ignored."""
+    resets the storage, as torch); any other storage raises instead of being ignored."""
     storage_type = (FileSystemWriter, HuggingFaceStorageWriter) if what == "save" else \
         (FileSystemReader, HuggingFaceStorageReader)
-    planner_type = DefaultSavePlanner if what == "save" else DefaultLoadPlanner
     if storage is not None and not isinstance(storage, storage_type):
         raise NotImplementedError("%s: storage_%s must be a %s (tessel writes its own file layout), got %s"
                                   % (what, "writer" if what == "save" else "reader",
                                      " or ".join(t.__name__ for t in storage_type), type(storage).__name__))
-    if planner is not None and not isinstance(planner, planner_type):
-        raise NotImplementedError("%s: planner must be a %s, got %s (custom planners are not supported)"
-                                  % (what, planner_type.__name__, type(planner).__name__))
-    if planner is not None:
-        _check_no_overrides(planner, planner_type, what)
     if storage is not None:
         storage.reset(checkpoint_id)
-        return storage.path
-    if checkpoint_id is None:
-        raise ValueError("checkpoint_id (the checkpoint directory) or storage_%s is required"
-                         % ("writer" if what == "save" else "reader"))
+        return os.fspath(storage.path)
+    if not checkpoint_id:
+        raise RuntimeError("`checkpoint_id` must be specified if storage_reader/storage_writer is None.")
     return os.fspath(checkpoint_id)
+
+
+def _storage_meta(storage_writer, path):
+    """What a save planner's set_up_planner gets (torch's: the writer's storage_meta())."""
+    writer = storage_writer if hasattr(storage_writer, "storage_meta") else FileSystemWriter(path)
+    return writer.storage_meta()
 
 
 def _is_stateful(v):
@@ -374,24 +207,22 @@ def _rank(world):
     return 0 if world is None else world.rank
 
 
-def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
+def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False,
+         use_collectives=True):
     """Collective over process_group (default: the default group when initialized; no_dist=True: this rank
     alone writes the whole checkpoint, as torch's). Returns the checkpoint's Metadata, as torch's (None for a
     HuggingFaceStorageWriter's safetensors export). A failure on any rank raises CheckpointException on
     every rank (torch's), naming each failing rank's exception; the previous checkpoint in the directory
-    stays loadable."""
-    path = _dir(checkpoint_id, storage_writer, planner, "save")
+    stays loadable. use_collectives=False (torch's experimental uncoordinated save) is accepted: tessel's
+    save stays coordinated, one committed checkpoint."""
+    path = _dir(checkpoint_id, storage_writer, "save")
     world = None if no_dist else (process_group or (_default_group("checkpoint.save") if is_initialized() else None))
     if storage_writer is not None and not getattr(storage_writer, "overwrite", True):
         # FileSystemWriter(overwrite=False) over an existing checkpoint: CheckpointException on every rank, as torch's
         exists = any(os.path.exists(os.path.join(path, name)) for name in ("metadata.json", ".metadata"))
         api._raise_agreed("save", RuntimeError("Checkpoint already exists and overwrite=False: %s" % path)
                           if exists else None, world, _rank(world))
-    error, flat, paths = None, {}, {}
-    try:
-        flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
-    except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
-        error = e
+    flat, paths, error = _flat_to_save(state_dict, planner, world, storage_writer, path, "save")
     mismatch = _same_directory_everywhere(path, world)  # collective: every rank calls it, failed or not
     error = error or mismatch
     flat = _merge_param_group_lists(flat, world)  # collective: a rank whose flattening failed takes part too
@@ -418,7 +249,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
         # The exchange is also the barrier: no rank returns (and reads or loads the checkpoint) before rank 0 has
         # written the marker (a peer's load could read it half written: "pickle data was truncated").
         api._raise_agreed("save", error, world, _rank(world))
-        return metadata.read(path)
+        return metadata.read(path, paths)
     error = None
     if world is None or world.rank == 0:
         import shutil
@@ -431,6 +262,24 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
             shutil.rmtree(staging, ignore_errors=True)
     # The exchange is also the barrier: the file exists for every rank once save returns, or every rank raises.
     api._raise_agreed("save", error, world, _rank(world))
+
+
+def _flat_to_save(state_dict, planner, world, storage_writer, path, what):
+    """(flat state dict, its keys' paths, this rank's error or None). A planner overriding torch's hooks makes
+    the plan (collective: a failed local plan raises CheckpointException on every rank here)."""
+    error, sd, flat, paths = None, None, {}, {}
+    try:
+        sd = _stateful_to_state_dict(state_dict)
+    except Exception as e:  # noqa: BLE001 (the peers learn it in the save's plan exchange, then agree)
+        error = e
+    if _planned.drives(planner, DefaultSavePlanner):
+        return _planned.save_flat(sd, planner, world, lambda: _storage_meta(storage_writer, path), error, what)
+    if error is None:
+        try:
+            flat = _flatten(sd, "", {}, paths)
+        except Exception as e:  # noqa: BLE001 (agreed by the caller)
+            error = e
+    return flat, paths, error
 
 
 _savers = threading.local()  # per thread (a run_ranks rank): one AsyncSaver per process group
@@ -449,18 +298,19 @@ def _release_savers():
 
 
 def _as_future(cpp_future, rank, path=None, paths=None):
-    """A concurrent.futures.Future (torch's async_save returns one): a thread waits for the C++ future
-    (the GIL released) and sets its result or exception (a save's failure as CheckpointException naming
-    this rank's own failure, or the peer whose failure failed the save: no exchange from that thread). Rank 0
-    marks the committed checkpoint for torch's probes (_torch_format.write_marker) before the result is set."""
+    """A concurrent.futures.Future (torch's async_save returns one) of the checkpoint's Metadata: a thread waits
+    for the C++ future (the GIL released) and sets its result or exception (a save's failure as
+    CheckpointException naming this rank's own failure, or the peer whose failure failed the save: no exchange
+    from that thread). Rank 0 marks the committed checkpoint for torch's probes (_torch_format.write_marker)
+    before the result is set."""
     future = concurrent.futures.Future()
 
     def wait():
         try:
-            result = cpp_future.result()
+            cpp_future.result()
             if path is not None and rank == 0:
                 _torch_format.write_marker(path, paths)
-            future.set_result(result)
+            future.set_result(metadata.read(path, paths) if path is not None else None)
         except Exception as e:  # noqa: BLE001 (handed to the caller through the future)
             try:
                 api._raise_agreed("async_save", e, None, rank)
@@ -473,11 +323,19 @@ def _as_future(cpp_future, rank, path=None, paths=None):
     return future
 
 
+def _failed(exception):
+    future = concurrent.futures.Future()
+    future.set_exception(exception)
+    return future
+
+
 def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None,
-               async_checkpointer_type=None, async_stager=None, no_dist=False, use_cached_state_dict=False):
+               async_checkpointer_type=None, async_stager=None, no_dist=False, use_collectives=True,
+               use_cached_state_dict=False):
     """torch's dcp.async_save: returns once this rank's share of state_dict is snapshotted (training may
     change every tensor at once); the returned concurrent.futures.Future's result() waits for the
-    committed checkpoint and raises the save's error from any rank. One save in flight per process group
+    committed checkpoint (its Metadata, as torch's) and raises the save's error from any rank (a failure
+    planning on one rank fails every rank's future, as torch's). One save in flight per process group
     (the next waits for it). The first call on a group is collective (the saver makes its own group for
     its background work); destroy_process_group waits for the saves and releases the savers.
     async_checkpointer_type (AsyncCheckpointerType.THREAD or PROCESS) is accepted: tessel's background
@@ -507,7 +365,10 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
 
 
 def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist):
-    path = _dir(checkpoint_id, storage_writer, planner, "save")
+    try:
+        path = _dir(checkpoint_id, storage_writer, "save")
+    except Exception as e:  # noqa: BLE001 (torch's checks run in its save thread: they reach the caller's future)
+        return _failed(e)
     world = None if no_dist else (process_group or (_default_group("checkpoint.async_save")
                                                     if is_initialized() else None))
     cache = getattr(_savers, "by_group", None)
@@ -516,17 +377,18 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
     saver = cache.get(id(world))
     if saver is None:
         saver = cache[id(world)] = (world, _C._AsyncSaver(world))
-    error, flat, paths = None, {}, {}
     try:
-        flat = _flatten(_stateful_to_state_dict(state_dict), "", {}, paths)
-    except Exception as e:  # noqa: BLE001 (reported below, after the collective merge every rank takes part in)
-        error = e
+        flat, paths, error = _flat_to_save(state_dict, planner, world, storage_writer, path, "async_save")
+    except CheckpointException as agreed:  # a planner's failed plan, agreed by every rank
+        return _failed(agreed)
     mismatch = _same_directory_everywhere(path, world)  # collective: every rank calls it, failed or not
     error = error or mismatch
     flat = _merge_param_group_lists(flat, world)
+    try:  # every rank learns of any rank's failure before the saver's collective plan (a lone rank would hang it)
+        api._raise_agreed("async_save", error, world, _rank(world))
+    except CheckpointException as agreed:
+        return _failed(agreed)
     try:
-        if error is not None:
-            raise error
         cpp_future = saver[1].save(flat, path)
     except Exception as e:  # noqa: BLE001 (planning failed: through the future, as torch's planning in its thread)
         future = concurrent.futures.Future()
@@ -538,165 +400,6 @@ def _async_save(state_dict, checkpoint_id, storage_writer, planner, process_grou
     return _as_future(cpp_future, _rank(world), path, paths)
 
 
-def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, strict=True,
-         no_dist=False):
-    """Fills state_dict in place from the checkpoint (its other keys are ignored, as in DCP); strict=False
-    also tolerates keys the checkpoint lacks. Returns a dict with missing_keys, unexpected_keys (the
-    checkpoint's keys not in state_dict) and bytes_read. Collective over process_group (default: the
-    default group when initialized; no_dist=True: this rank alone, as torch's): a failure on any rank (a
-    key the checkpoint lacks, a shape mismatch, a damaged file) raises CheckpointException on every rank,
-    naming each failing rank's exception, so no rank goes on with a model its peers did not load."""
-    from .format_utils import BroadcastingTorchSaveReader
-    broadcast = isinstance(storage_reader, BroadcastingTorchSaveReader)
-    if broadcast:
-        storage_reader.reset(checkpoint_id)
-        path = storage_reader.checkpoint_id
-        if path is None:
-            raise ValueError("load: BroadcastingTorchSaveReader needs the torch.save file (checkpoint_id)")
-        if planner is not None and not isinstance(planner, DefaultLoadPlanner):
-            raise NotImplementedError("load: planner must be a DefaultLoadPlanner (DynamicMetaLoadPlanner), got %s"
-                                      % type(planner).__name__)
-    else:
-        path = _dir(checkpoint_id, storage_reader, planner, "load")
-    strict = strict and not getattr(planner, "allow_partial_load", False)
-    world = None if no_dist else (process_group or (_default_group("checkpoint.load") if is_initialized() else None))
-    result, error = None, None
-    stateful = any(_is_stateful(v) for v in state_dict.values())
-    target = _stateful_to_state_dict(state_dict) if stateful else state_dict  # their state_dict()s are filled
-    try:
-        result = _load_into(target, path, storage_reader, broadcast, process_group, strict)
-    except Exception as e:  # noqa: BLE001 (agreed with the other ranks below)
-        error = e
-    api._raise_agreed("load", error, world, _rank(world))
-    if stateful:  # then handed back, outside the agreed read, as torch's: their own errors reach the caller as raised
-        for k, v in state_dict.items():
-            if _is_stateful(v):
-                v.load_state_dict(target[k])
-            else:
-                state_dict[k] = target[k]
-    return result
-
-
-def _load_into(state_dict, path, storage_reader, broadcast, process_group, strict):
-    """load's work on this rank (load checked the arguments)."""
-    if not broadcast and (storage_reader is None or isinstance(storage_reader, FileSystemReader)) and \
-            _torch_format.is_torch_checkpoint(path):  # written by torch's DCP: read in its format
-        return _torch_format.load(state_dict, path, strict)
-    flat = _flatten(state_dict, "", {})
-    if broadcast:
-        result = _load_broadcast_torch_save(flat, path, storage_reader.coordinator_rank, process_group, strict)
-        _write_back(state_dict, "", flat, set(result["missing_keys"]))
-        return result
-    if isinstance(storage_reader, HuggingFaceStorageReader):
-        flat, result = _load_safetensors(storage_reader, flat, strict)
-        _write_back(state_dict, "", flat, set(result["missing_keys"]))
-        return result
-    # Non-tensor values come from the checkpoint whatever the state dict held (DCP: a 0 placeholder takes
-    # a saved pickle, an int target a saved bool): ask for each in the checkpoint's kind.
-    placeholder = {"bytes": _C._Bytes(b""), "int64": 0, "float64": 0.0, "string": ""}
-    _C._dcp_recover(path)  # (as _dcp_load would, before this reads the metadata: a killed save's index restored)
-    kinds = _C._dcp_value_kinds(path)
-    for key, kind in kinds.items():
-        if key in flat and not isinstance(flat[key], _C.Tensor):
-            flat[key] = placeholder[kind]
-    # A non-tensor value saved entered (a list of dicts: "groups.0.lr", "groups.1") and asked for whole (a [] or
-    # None placeholder): its entries are read and folded back into lists and dicts.
-    folded = {}
-    for key in [k for k, v in flat.items() if not isinstance(v, _C.Tensor) and k not in kinds]:
-        subs = [k for k in kinds if k.startswith(key + ".") and k not in flat]
-        if subs:
-            del flat[key]
-            folded[key] = subs
-            flat.update((k, placeholder[kinds[k]]) for k in subs)
-    # A tensor saved in another dtype is read in that dtype and cast into the target, as torch's load copies
-    # (fp32 weights into a bf16 model; the torch-format reader casts too).
-    casts = {}
-    if any(isinstance(v, _C.Tensor) for v in flat.values()):
-        for key, (dtype, shape) in _C._dcp_tensor_specs(path).items():
-            t = flat.get(key)
-            if isinstance(t, _C.Tensor) and t.dtype != dtype and tuple(shape) == tuple(t.shape):
-                with _C._GradMode(False):
-                    casts[key] = (t, t.detach().to(dtype))
-        flat.update((key, read) for key, (_, read) in casts.items())
-    flat, result = _C._dcp_load(flat, path, strict)
-    with _C._GradMode(False):
-        for target, read in casts.values():
-            target.copy_(read)
-    for key, subs in folded.items():
-        flat[key] = _fold({k[len(key) + 1:]: _restore(None, flat.pop(k)) for k in subs})
-    _write_back(state_dict, "", flat, set(result["missing_keys"]))
-    return result
-
-
-def _fold(entries):
-    """{"0.lr": 0.1, "1": (1, 2)} -> [{"lr": 0.1}, (1, 2)]: flat entries back into nested values, a level whose
-    keys are 0, 1, ... n - 1 as a list, any other as a dict."""
-    tree, groups = {}, {}
-    for key, value in entries.items():
-        head, dot, rest = key.partition(".")
-        if dot:
-            groups.setdefault(head, {})[rest] = value
-            tree.setdefault(head, None)
-        else:
-            tree[head] = value
-    tree.update((k, _fold(v)) for k, v in groups.items())
-    if sorted(tree) == sorted(str(i) for i in range(len(tree))):
-        return [tree[str(i)] for i in range(len(tree))]
-    return tree
-
-
-def _load_broadcast_torch_save(flat, path, coordinator, process_group, strict):
-    """BroadcastingTorchSaveReader's load: the coordinator reads the file and sends every key's shape first (all
-    ranks check alike before any tensor moves), then each requested tensor whole; each rank copies its piece."""
-    from ... import distributed as dist
-    from ... import load as torch_load
-    from ..._tensor import empty
-    from ..tensor import distribute_tensor
-    group = process_group if process_group is not None else _default_group("load")
-    source, failure = None, None
-    if group.rank == coordinator:
-        try:
-            source = _flatten(torch_load(path), "", {})
-        except Exception as e:  # noqa: BLE001 (the others learn it from the broadcast, then every rank raises)
-            failure = e
-    box = [("failed", "%s: %s" % (type(failure).__name__, failure)) if failure is not None else
-           None if source is None else {k: tuple(v.shape) if isinstance(v, _C.Tensor) else None
-                                        for k, v in source.items()}]
-    dist.broadcast_object_list(box, src=group.global_ranks[coordinator], group=group)
-    if failure is not None:
-        raise failure
-    if isinstance(box[0], tuple):
-        raise api._PeerFailed(coordinator, "load: the coordinator (rank %d) could not read %s: %s"
-                              % (coordinator, path, box[0][1]))
-    shapes = box[0]
-    problems = []
-    for key, target in flat.items():
-        if not isinstance(target, _C.Tensor):
-            problems.append("Non-tensor value identified at %s. At this time BroadcastingTorchSaveReader only "
-                            "supports loading Tensors." % key)
-        elif key in shapes and shapes[key] != tuple(target.shape):
-            problems.append("'%s' has shape %s in %s, the state dict's is %s" % (key, shapes[key], path,
-                                                                               tuple(target.shape)))
-    missing = [k for k in flat if k not in shapes]
-    if strict and missing:
-        problems.append("missing keys %s (not in %s)" % (missing, path))
-    if problems:
-        raise RuntimeError("load: " + "; ".join(problems))
-    for key, target in flat.items():
-        if key in missing:
-            continue
-        value = (source[key].detach().to(target.dtype).contiguous() if source is not None
-                 else empty(*target.shape, dtype=target.dtype))
-        dist.broadcast(value, src=group.global_ranks[coordinator], group=group)
-        with _C._GradMode(False):
-            if target.is_distributed:
-                piece = distribute_tensor(value, target.device_mesh, list(target.placements), src_data_rank=None)
-                target.to_local().copy_(piece.to_local())
-            else:
-                target.copy_(value)
-    return {"missing_keys": missing, "unexpected_keys": [k for k in shapes if k not in flat], "bytes_read": 0}
-
-
 def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False, planner=None):
     """torch's deprecated spelling of save(state_dict, storage_writer=...); warns as torch's does."""
     import warnings
@@ -705,12 +408,5 @@ def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_
     return save(state_dict, storage_writer=storage_writer, planner=planner, process_group=process_group)
 
 
-def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0, no_dist=False, planner=None):
-    """torch's deprecated spelling of load(state_dict, storage_reader=...); warns as torch's does."""
-    import warnings
-    warnings.warn("`load_state_dict` is deprecated and will be removed in future versions. Please use `load` "
-                  "instead.", FutureWarning, stacklevel=2)
-    return load(state_dict, storage_reader=storage_reader, planner=planner, process_group=process_group)
-
-
 from . import default_planner, filesystem, state_dict_loader, state_dict_saver  # noqa: E402,F401 (torch's modules)
+from .state_dict_loader import load, load_state_dict  # noqa: E402,F401

@@ -166,13 +166,14 @@ def _leaves(tree):
         items = container.items() if isinstance(container, dict) else enumerate(container)
         for k, v in items:
             key = "%s.%s" % (prefix, k) if prefix else str(k)
+            step = path + (k if isinstance(container, list) else str(k),)  # torch's paths: a dict's keys as str
             if _is_terminal(v) or isinstance(v, _C.Tensor):
                 if key in seen:
                     raise ValueError("duplicated flatten key %s" % key)
                 seen.add(key)
-                yield key, container, k, path + (k,)
+                yield key, container, k, step
             else:
-                yield from visit(v, key, path + (k,))
+                yield from visit(v, key, step)
 
     return visit(tree, "", ())
 
@@ -271,34 +272,52 @@ def whole_complex(path, md, fqn):
 
 
 def load(state_dict, path, strict):
-    """Fills state_dict (nested, in place) from torch's DCP checkpoint in `path`; returns load()'s dict."""
+    """Fills state_dict (nested, in place) from torch's DCP checkpoint in `path`; returns load()'s report."""
+    return prepare_load(state_dict, path, strict)()
+
+
+def prepare_load(state_dict, path, strict):
+    """The read of state_dict from torch's DCP checkpoint in `path`, once every key is checked as torch's planner
+    checks it (a key the checkpoint lacks when strict, a tensor of another size, a tensor saved where the state
+    dict holds a value): nothing is read when one fails. A value saved where the state dict holds a tensor
+    replaces it, as torch's."""
     md = read_metadata(path)
-    reader = _Reader(path, md)
     entries = md.state_dict_metadata
     flat = flatten(state_dict)
-    missing = [k for k in flat if k not in entries]
-    if strict and missing:
-        raise RuntimeError("load: keys %s are not in the checkpoint %s (torch's DCP format)" % (missing, path))
+    missing = []
     for key, (container, k) in flat.items():
-        if key in missing:
+        if key not in entries:
+            if strict:
+                raise RuntimeError("Missing key in checkpoint state_dict: %s." % key)
+            missing.append(key)
             continue
         target, entry = container[k], entries[key]
-        if isinstance(entry, _md.TensorStorageMetadata) and getattr(entry.properties.dtype, "is_complex", False):
+        if not isinstance(entry, _md.TensorStorageMetadata):
+            continue
+        if getattr(entry.properties.dtype, "is_complex", False):
             raise NotImplementedError("checkpoint: '%s' is a %s tensor in %s: tessel does not read complex tensors "
                                       "from torch's format (leave the key out of the state dict to load the rest)"
                                       % (key, entry.properties.dtype, path))
-        if isinstance(target, _C.Tensor):
-            if not isinstance(entry, _md.TensorStorageMetadata):
-                raise RuntimeError("checkpoint: '%s' is a tensor in the state dict but a non-tensor value in %s"
-                                   % (key, path))
-            _fill(key, target, entry, reader)
-        elif isinstance(entry, _md.BytesStorageMetadata):
-            container[k] = reader.value(key)
-        else:
-            raise RuntimeError("checkpoint: '%s' is a %s in the state dict but a tensor in %s"
-                               % (key, type(target).__name__, path))
-    return {"missing_keys": missing, "unexpected_keys": [k for k in entries if k not in flat],
-            "bytes_read": reader.bytes_read}
+        if not isinstance(target, _C.Tensor):
+            raise ValueError("Invalid checkpoint metadata for %s, expected BytesStorageMetadata but found %s"
+                             % (key, _md.TensorStorageMetadata))
+        if tuple(entry.size) != tuple(target.shape):
+            raise ValueError("Size mismatch between saved %r and current: %r for %s"
+                             % (Size(entry.size), Size(target.shape), key))
+
+    def read():
+        reader = _Reader(path, md)
+        for key, (container, k) in flat.items():
+            if key in missing:
+                continue
+            entry = entries[key]
+            if isinstance(entry, _md.TensorStorageMetadata):
+                _fill(key, container[k], entry, reader)
+            else:
+                container[k] = reader.value(key)
+        return {"missing_keys": missing, "unexpected_keys": [k for k in entries if k not in flat],
+                "bytes_read": reader.bytes_read}
+    return read
 
 
 # ---- writing: one process writes a whole state dict as torch's DCP checkpoint (format_utils.dcp_to_torch_dcp) ----

@@ -98,8 +98,8 @@ def _nested(flat, dcp_checkpoint_dir):
     if not mapping or not all(k in mapping for k in flat):
         return flat
     root = {}
-    for key, value in flat.items():
-        keys = mapping[key]
+    for key in [k for k in mapping if k in flat]:  # in the order they were saved, as torch's
+        value, keys = flat[key], mapping[key]
         node = root
         for here, nxt in zip(keys[:-1], keys[1:]):
             if isinstance(node, list):

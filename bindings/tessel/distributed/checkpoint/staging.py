@@ -2,14 +2,14 @@
 copy of the state dict before the write starts. tessel's async_save snapshots each rank's shards itself
 before it returns, so a DefaultStager adds no second copy there (its options choose async_save's return
 type, as torch's: with use_async_staging an AsyncSaveResponse, else a Future); another AsyncStager's
-stage() is called and its copy saved. DefaultStager.stage also works on its own (a detached copy of every
-tensor)."""
+stage() is called and its copy saved (BlockingAsyncStager's: a detached copy, made before async_save returns).
+DefaultStager.stage also works on its own (a detached copy of every tensor)."""
 import concurrent.futures
 import dataclasses
 
 from ... import _C
 
-__all__ = ["AsyncStager", "StagingOptions", "DefaultStager"]
+__all__ = ["AsyncStager", "StagingOptions", "DefaultStager", "BlockingAsyncStager"]
 
 
 class AsyncStager:
@@ -75,3 +75,24 @@ class DefaultStager(AsyncStager):
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+class BlockingAsyncStager(AsyncStager):
+    """torch's stager that copies the state dict before returning (synchronize_staging has nothing to wait for).
+    cache_staged_state_dict is kept; each stage makes a fresh copy (torch's refills a cached one: the values
+    are the same, only the buffers' reuse differs)."""
+    _synchronize_after_execute = False
+
+    def __init__(self, cache_staged_state_dict=False, type_check=False):
+        self.cache_staged_state_dict = cache_staged_state_dict
+        self.type_check = type_check
+        self.state_dict_cache = None
+
+    def stage(self, state_dict):
+        return _copy(state_dict)
+
+    def synchronize_staging(self):
+        pass
+
+    def close(self):
+        pass

@@ -33,11 +33,15 @@ class StateDictOptions:
     strict: bool = True
     broadcast_from_rank0: bool = False
     flatten_optimizer_state_dict: bool = False
+    dsd_fqn_modifiers: str = "_fqn_modifiers"  # (keep_submodule_prefixes only matters with submodules=: it raises)
 
-    def __post_init__(self):
-        # keep_submodule_prefixes only matters with submodules=, which raises (_no_submodules).
-        if self.broadcast_from_rank0 and not self.full_state_dict:
-            raise ValueError("full_state_dict must be True when broadcast_from_rank0 is True.")
+
+def _verify_options(options):
+    """torch checks the options when they are used (a StateDictOptions is built freely)."""
+    options = options or StateDictOptions()
+    if options.broadcast_from_rank0 and not options.full_state_dict:
+        raise ValueError("full_state_dict must be True when broadcast_from_rank0 is True.")
+    return options
 
 
 def _no_submodules(submodules):
@@ -278,7 +282,7 @@ def _wrapped_names(model, names):
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
     """The model's and the optimizers' state dicts (several optimizers: one merged optimizer dict, as torch)."""
     _no_submodules(submodules)
-    options = options or StateDictOptions()
+    options = _verify_options(options)
     opts = _optimizer_list(optimizers)
     model_sd, optim_sd = _get_state_dict(model, opts, options)
     if any(_clean(k) != k for k in model_sd):
@@ -318,7 +322,7 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
 
 
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
-    options = options or StateDictOptions()
+    options = _verify_options(options)
     opts = _optimizer_list(optimizers)
     result = set_model_state_dict(model, model_state_dict, options=options)
     if opts:
@@ -329,7 +333,7 @@ def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, opt
 def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None):
     """Loads an optimizer state dict from get_optimizer_state_dict (sharded or full; one optimizer or several,
     each taking its parameters' entries) into the optimizers of model's parameters, as torch's."""
-    options = options or StateDictOptions()
+    options = _verify_options(options)
     opts = _optimizer_list(optimizers)
     if not opts:
         raise ValueError("set_optimizer_state_dict: no optimizer given")
@@ -350,16 +354,29 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
 
 
 def set_model_state_dict(model, model_state_dict, *, options=None):
-    options = options or StateDictOptions()
+    """Loads model_state_dict (get_model_state_dict's, sharded or full) into model. As torch's: an empty dict
+    loads nothing; with full_state_dict, a key the dict lacks keeps the model's value (torch fills the dict
+    from the model's own state first), so only unexpected keys are reported or, strict, raise."""
+    options = _verify_options(options)
     if options.broadcast_from_rank0:
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
+    if not model_state_dict:
+        return _keys(([], []))
     from ...nn._state_dict import _raise_load_errors, tensor_entries
-    rename = _wrapped_names(model, [n for n, _ in model._state_dict()])
+    own = [n for n, _ in model._state_dict()]
+    rename = _wrapped_names(model, own)
     if rename is not None:
         model_state_dict = {rename(k): v for k, v in model_state_dict.items()}
     tensors, others = tensor_entries(model, dict(model_state_dict))
     if others and options.strict:  # torch's error before anything loads
         _raise_load_errors(model, [], [], others)
+    if options.full_state_dict:
+        known = set(own)
+        unexpected = [k for k in tensors if k not in known] + others
+        _C._set_state_dict(model, None, {k: v for k, v in tensors.items() if k in known}, False)
+        if options.strict and unexpected:  # (torch's load_state_dict copies the rest, then raises)
+            _raise_load_errors(model, [], [], unexpected)
+        return _keys(([], unexpected))
     result = _keys(_C._set_state_dict(model, None, tensors, options.strict))
     result.unexpected_keys.extend(others)  # torch reports them and loads the rest
     return result
