@@ -19,8 +19,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._dtensor_compose import aligned
-from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
-                     maximum, meshgrid, minimum, movedim)
+from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _legacy, _reduce, fused_operands, isnan, lerp,
+                     linspace, maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
@@ -393,6 +393,7 @@ def matrix_power(A, n):
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """exp(x) - t·x (log_input) or x - t·log(x + eps); full adds Stirling's t·log t - t + log(2πt)/2 where t > 1."""
+    reduction = _legacy(size_average, reduce, reduction)
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
         t = target  # (Stirling's term is differentiable in the target too, as torch's)
@@ -451,6 +452,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Σ_{j != y} max(0, margin - x_y + x_j)^p / C per sample (weight[y] times it), torch's multi-class hinge."""
+    reduction = _legacy(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
     from .nn.functional import _no_weight_grad
@@ -471,6 +473,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y log σ(x) + (1 - y) log σ(-x)), weighted per class, averaged over the classes: one value per sample."""
+    reduction = _legacy(size_average, reduce, reduction)
     from .nn.functional import logsigmoid
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:

@@ -145,6 +145,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     if not (tuple(input1.shape) == tuple(input2.shape) == tuple(target.shape)):
         raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            "input1: %s, input2: %s, target: %s " % (list(input1.shape), list(input2.shape),
@@ -153,16 +154,20 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _reduce(softplus(-target * input), reduction)  # log(1 + exp(-y x)), stably
+    reduction = _legacy(size_average, reduce, reduction)
+    from ._losses import in_input_dtype
+    return _reduce(in_input_dtype(softplus(-target * input), input), reduction)  # log(1 + exp(-y x)), stably
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     w = _C._functional.where  # torch's formula: a target that is neither 1 nor -1 takes both terms
     zero = input * 0.0
     return _reduce(w(target != 1, (margin - input).clamp(min=0.0), zero) + w(target != -1, input, zero), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     # torch's ATen formula: cos = Σ x1·x2 / sqrt((Σ x1² + 1e-12)(Σ x2² + 1e-12)), not cosine_similarity's clamp
     eps = 1e-12
     cos = (input1 * input2).sum(-1) / (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
@@ -173,6 +178,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -666,7 +672,7 @@ def numel(x):
 # ---- nn.functional, composed ---------------------------------------------------------------------------
 
 from ._losses import (  # noqa: E402 (the losses, split out by concept)
-    _reduce, binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, nll_loss,
+    _legacy, _reduce, binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, nll_loss,
     smooth_l1_loss)
 
 

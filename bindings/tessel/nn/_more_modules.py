@@ -147,6 +147,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """F.multilabel_margin_loss: per sample, Σ over its target entries j (target's entries up to the first -1; a
     class listed twice counts twice, as torch's) and non-target classes i of max(0, 1 - (x[j] - x[i])), divided
     by the number of classes."""
+    from .._losses import _legacy
+    reduction = _legacy(size_average, reduce, reduction)
     squeeze = input.dim() == 1
     x = input.unsqueeze(0) if squeeze else input
     y = target.unsqueeze(0) if target.dim() == 1 else target

@@ -108,6 +108,15 @@ def _no_weight_grad(function, **weights):
                                "cannot have requires_grad True." % (function, name))
 
 
+def _check_weight_dtype(input, weight):
+    """torch's nll_loss kernel takes class weights of the input's dtype only (a float64 weight next to float32
+    logits is an error there, not a promotion)."""
+    if weight is not None and weight.dtype != input.dtype:
+        from .._subscript import _torch_dtype_name
+        raise RuntimeError("expected scalar type %s but found %s" % (_torch_dtype_name(input.dtype),
+                                                                     _torch_dtype_name(weight.dtype)))
+
+
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     """torch's cross-entropy against class probabilities: -sum_c w_c t_c log softmax(x)_c per element, the
     targets first smoothed to t (1 - eps) + eps / C; "mean" divides by the number of elements (not the weights)."""
@@ -119,7 +128,7 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     if weight is not None:
         shape = [1] * input.ndim
         shape[class_dim] = classes
-        terms = terms * weight.to(terms.dtype).reshape(*shape)  # differentiable in weight, as torch's composite
+        terms = terms * weight.reshape(*shape)  # differentiable in weight; dtypes promote, as torch's composite
     loss = -terms.sum(class_dim)
     if reduction == "none":
         return loss
@@ -139,6 +148,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     the sum of weight[target_i] over the rows not ignored; label smoothing adds eps/C * sum_c weight[c] *
     -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them).
     A floating target of the input's shape holds class probabilities (_soft_cross_entropy)."""
+    if size_average is not None or reduce is not None:
+        from .._losses import _legacy
+        reduction = _legacy(size_average, reduce, reduction)
     if target.dtype == _C.dtype.uint8:  # torch takes Byte class indices as well as Long
         target = target.long()
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
@@ -146,7 +158,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise RuntimeError("ignore_index is not supported for floating point target")
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     _no_weight_grad("nll_loss_forward", weight=weight)
-    loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
+    _check_weight_dtype(input, weight)
+    loss = _C._functional.cross_entropy(input, target, None, None, ignore_index, None,
                                         reduction if weight is None else "none", 0.0 if weight is not None
                                         else label_smoothing)
     if weight is None:
