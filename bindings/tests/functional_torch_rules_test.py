@@ -84,5 +84,46 @@ def test_loss_dtype_rules():
         F.huber_loss(tessel.ones(2, 3), tessel.zeros(3))
 
 
+def test_uint8_resampling_saturates_and_rounds_as_torch():
+    img = tessel.tensor([[[[0, 255, 0, 255], [255, 0, 255, 0], [0, 0, 255, 255]]]], dtype=tessel.uint8)
+    # torch's, each pass saturated to [0, 255] (the overshoots wrapped around: 253, 25, 2, ...)
+    assert F.interpolate(img, size=(5, 7), mode="bicubic")[0, 0].tolist() == [
+        [0, 98, 255, 128, 0, 157, 255], [117, 133, 156, 128, 99, 122, 138], [255, 152, 3, 128, 252, 103, 0],
+        [117, 63, 0, 128, 255, 192, 138], [0, 0, 0, 128, 255, 255, 255]]
+    assert F.interpolate(img, size=(4, 6), mode="bicubic", align_corners=True)[0, 0].tolist() == [
+        [0, 184, 228, 27, 71, 255], [203, 114, 88, 167, 141, 52], [203, 36, 10, 245, 219, 52],
+        [0, 0, 45, 210, 255, 255]]  # torch's
+    assert F.interpolate(img, size=(2, 3), mode="bicubic", antialias=True)[0, 0].tolist() == [
+        [120, 128, 135], [66, 128, 189]]  # torch's
+    assert F.interpolate(img, size=(5, 3), mode="bilinear", antialias=True)[0, 0].tolist() == [
+        [76, 128, 179], [117, 128, 138], [179, 128, 76], [72, 128, 183], [0, 128, 255]]  # torch's
+    # torch's int16 fixed-point weights, width first: a float blend rounded once was off by one in places
+    img2 = tessel.tensor([[[[10, 200, 37], [90, 3, 250], [128, 64, 7]]]], dtype=tessel.uint8)
+    assert F.interpolate(img2, size=(5, 4), mode="bilinear")[0, 0].tolist() == [
+        [10, 129, 139, 37], [42, 92, 122, 122], [90, 36, 96, 250], [113, 67, 64, 104], [128, 88, 43, 7]]  # torch's
+    assert F.interpolate(img2, scale_factor=1.5, mode="bilinear", align_corners=True)[0, 0].tolist() == [
+        [10, 137, 146, 37], [63, 67, 105, 179], [103, 50, 72, 169], [128, 85, 45, 7]]  # torch's
+    with pytest.raises(NotImplementedError, match="\"compute_indices_weights_linear\" not implemented for 'Byte'"):
+        F.interpolate(img[0], size=5, mode="linear")
+
+
+def test_interpolate_argument_errors():
+    x = tessel.ones(1, 1, 3, 4)
+    with pytest.raises(RuntimeError, match=r"Input and output sizes should be greater than 0, but got input "
+                                           r"\(H: 3, W: 4\) output \(H: 0, W: 0\)"):
+        F.interpolate(x, size=0)
+    with pytest.raises(RuntimeError, match=r"input \(H: 3, W: 4\) output \(H: 0, W: 0\)"):
+        F.interpolate(x, scale_factor=0.1, mode="bilinear")
+    with pytest.raises(RuntimeError, match=r"input \(W: 3\) and output \(W: 0\)"):
+        F.interpolate(tessel.ones(1, 1, 3), size=0)
+    assert tuple(F.interpolate(x, size=0, mode="area").shape) == (1, 1, 0, 0)  # (area: adaptive pooling)
+    with pytest.raises(ValueError, match="recompute_scale_factor is not meaningful with an explicit size."):
+        F.interpolate(x, size=5, recompute_scale_factor=True)
+    with pytest.raises(TypeError, match="expected size to be one of int or Tuple"):
+        F.interpolate(x, size=(2.0, 2))
+    with pytest.raises(NotImplementedError, match="\"compute_index_ranges_weights\" not implemented for 'Half'"):
+        F.interpolate(x.half(), size=(2, 2), mode="bilinear", antialias=True)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
