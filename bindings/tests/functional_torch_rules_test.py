@@ -3,6 +3,7 @@ expected value below is what torch 2.15 printed for the same script): the deprec
 losses, the losses' dtype rules, uint8 bicubic resampling's saturation, ctc_loss at zero input lengths, gaussian
 _nll_loss's variance forms, F.normalize(out=), torch's argument errors and warnings, and the pieces that were
 missing (fractional max pooling, AdaptiveLogSoftmaxWithLoss, linear_cross_entropy, PairwiseDistance.norm)."""
+import math
 import warnings
 
 import pytest
@@ -123,6 +124,37 @@ def test_interpolate_argument_errors():
         F.interpolate(x, size=(2.0, 2))
     with pytest.raises(NotImplementedError, match="\"compute_index_ranges_weights\" not implemented for 'Half'"):
         F.interpolate(x.half(), size=(2, 2), mode="bilinear", antialias=True)
+
+
+def test_ctc_loss_without_frames_and_past_the_input_length():
+    lp = tessel.zeros(4, 2, 3).log_softmax(2).requires_grad_()
+    loss = F.ctc_loss(lp, tessel.tensor([[1, 2], [0, 0]]), tessel.tensor([4, 0]), tessel.tensor([2, 0]),
+                      reduction="none")
+    assert loss.tolist() == approx([1.686398983001709, 0.0])  # torch's (the empty sample was inf)
+    loss.sum().backward()
+    assert lp.grad[:, 1].tolist() == [[0.0] * 3] * 4  # torch's (was NaN)
+    lp = tessel.zeros(4, 1, 3).log_softmax(2).requires_grad_()  # three repeats need five frames: impossible
+    loss = F.ctc_loss(lp, tessel.tensor([[1, 1, 1]]), tessel.tensor([3]), tessel.tensor([3]), reduction="sum")
+    loss.backward()
+    assert loss.item() == math.inf
+    assert all(math.isnan(v) for v in lp.grad[:3].reshape(-1).tolist())
+    assert lp.grad[3].tolist() == [[0.0, 0.0, 0.0]]  # torch's: frame 3 lies past input_length 3 (was NaN)
+
+
+def test_ctc_loss_with_the_blank_among_the_targets():
+    y = tessel.tensor([[[0.5, -1.0, 0.2]], [[0.1, 0.3, -0.4]], [[1.0, 0.0, -1.0]], [[0.2, 0.2, 0.9]]]).log_softmax(2)
+    loss = F.ctc_loss(y, tessel.tensor([[1, 0, 2]]), tessel.tensor([4]), tessel.tensor([3]), reduction="sum")
+    assert loss.item() == approx(2.0195138454437256)  # torch's (was 4.3118: no skip into the blank label)
+    x = tessel.tensor([[[0.5, -1.0, 0.2]], [[0.1, 0.3, -0.4]], [[1.0, 0.0, -1.0]]]).log_softmax(2).detach()
+    x.requires_grad_()
+    loss = F.ctc_loss(x, tessel.tensor([[2, 0]]), tessel.tensor([3]), tessel.tensor([2]), blank=0, reduction="sum")
+    loss.backward()
+    assert loss.item() == approx(0.9347796440124512)  # torch's, and its gradient at the last frame
+    expected = [[0.324165403842926, 0.11361303180456161, -0.4377783536911011],
+                [-0.32431092858314514, 0.43190649151802063, -0.1075955331325531],
+                [-0.10878366231918335, 0.24472849071025848, 0.09003058075904846]]
+    for got, want in zip(x.grad[:, 0].tolist(), expected):
+        assert got == approx(want, abs=1e-6)
 
 
 if __name__ == "__main__":
