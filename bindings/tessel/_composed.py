@@ -404,15 +404,23 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
-    """(log(max(var, eps)) + (x - t)² / max(var, eps)) / 2 (+ log(2π) / 2 with full); var of the input's shape, or
-    with its last dim 1 or missing (one variance per row); the clamp passes var's gradient through, as torch's."""
+    """(log(max(var, eps)) + (x - t)² / max(var, eps)) / 2 (+ log(2π) / 2 with full); var a float, of the input's
+    shape, with its last dim missing (one variance per row), or broadcastable with one dim of size 1 (torch's
+    rule); the clamp passes var's gradient through, as torch's."""
+    if isinstance(var, builtins.float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = _C._full(list(input.shape), var, input.dtype)
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        elif not (input.ndim == var.ndim and
+                  builtins.sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):  # torch's test, as is
             raise ValueError("var is of incorrect size")
-    if bool((var < 0).any()):
-        raise ValueError("var has negative entry/entries")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
     var = var + (var.detach().clamp(min=eps) - var.detach())  # max(var, eps), gradient 1 wrt var
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:

@@ -677,7 +677,11 @@ from ._losses import (  # noqa: E402 (the losses, split out by concept)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+    denom = input.norm(p, dim, keepdim=True).clamp(min=eps)
+    if out is None:
+        return input / denom
+    from . import div  # torch's out= rules (resizing, dtype, no autograd through out=)
+    return div(input, denom.expand_as(input), out=out)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

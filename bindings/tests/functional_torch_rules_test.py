@@ -10,6 +10,7 @@ import pytest
 from pytest import approx
 
 import tessel
+import tessel.nn as nn
 import tessel.nn.functional as F
 
 
@@ -155,6 +156,36 @@ def test_ctc_loss_with_the_blank_among_the_targets():
                 [-0.10878366231918335, 0.24472849071025848, 0.09003058075904846]]
     for got, want in zip(x.grad[:, 0].tolist(), expected):
         assert got == approx(want, abs=1e-6)
+
+
+def test_gaussian_nll_loss_variance_forms():
+    assert F.gaussian_nll_loss(tessel.zeros(2, 3), tessel.ones(2, 3), 0.5).item() == approx(
+        0.6534264087677002)  # torch's (a float var raised AttributeError)
+    assert nn.GaussianNLLLoss(full=True)(tessel.zeros(3), tessel.ones(3), 0.25).item() == approx(
+        2.2257914543151855)  # torch's
+    v = tessel.full((2, 1, 4), 2.0, requires_grad=True)  # one variance per dim-1 slice (was "incorrect size")
+    assert F.gaussian_nll_loss(tessel.zeros(2, 3, 4), tessel.ones(2, 3, 4), v).item() == approx(0.596573531627655)
+    F.gaussian_nll_loss(tessel.zeros(2, 3, 4), tessel.arange(24.0).reshape(2, 3, 4), v, reduction="sum").backward()
+    assert v.grad.reshape(-1).tolist() == approx(
+        [-9.25, -12.625, -16.75, -21.625, -99.25, -111.625, -124.75, -138.625])  # torch's
+    with pytest.raises(ValueError, match="var has negative entry/entries"):
+        F.gaussian_nll_loss(tessel.zeros(2, 3), tessel.ones(2, 3), -0.5)
+    with pytest.raises(ValueError, match="var is of incorrect size"):
+        F.gaussian_nll_loss(tessel.zeros(2, 3, 4), tessel.ones(2, 3, 4), tessel.ones(2, 1, 1))
+    with pytest.raises(ValueError, match="x is not valid"):
+        F.gaussian_nll_loss(tessel.zeros(2, 3), tessel.ones(2, 3), tessel.ones(2, 3), reduction="x")
+
+
+def test_normalize_writes_out():
+    o = tessel.zeros(2, 2)
+    assert F.normalize(tessel.tensor([[3., 4.], [1., 0.]]), out=o) is o  # o stayed zeros
+    assert o.reshape(-1).tolist() == approx([0.6000000238418579, 0.800000011920929, 1.0, 0.0])  # torch's
+    o = tessel.zeros(2, 2, dtype=tessel.float64)
+    F.normalize(tessel.tensor([[3., 4.], [1., 0.]]), dim=0, out=o)
+    assert o.dtype == tessel.float64
+    assert o.reshape(-1).tolist() == approx([0.9486832618713379, 1.0, 0.3162277638912201, 0.0])  # torch's
+    with pytest.raises(RuntimeError, match="functions with out=... arguments don't support automatic differentiation"):
+        F.normalize(tessel.ones(2, 2, requires_grad=True), out=tessel.zeros(2, 2))
 
 
 if __name__ == "__main__":
