@@ -714,8 +714,10 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha/size · Σ x² over `size` neighbouring channels)^beta (torch's padding: size//2 before,
     (size-1)//2 after)."""
     from .nn.functional import pad
-    if input.dim() < 3:
-        raise ValueError("Expected 3D or higher dimensionality input (got %d dimensions)" % input.dim())
+    if input.dim() < 3:  # (torch's message, its source line's indentation included)
+        raise ValueError("Expected 3D or higher dimensionality%sinput (got %d dimensions)" % (" " * 26, input.dim()))
+    if input.numel() == 0:
+        return input  # the object itself, as torch's
     sq = (input * input).unsqueeze(1)
     c = input.shape[1]
     padded = pad(sq.reshape(sq.shape[0], 1, c, -1), (0, 0, size // 2, (size - 1) // 2))
@@ -764,6 +766,12 @@ def _in_place_activation(name, fn):
 
 def pdist(input, p=2):
     """The p-norm distance of every pair of rows i < j of input [N, M], in row-major pair order."""
+    if input.ndim != 2:
+        raise RuntimeError("pdist only supports 2D tensors, got: %dD" % input.ndim)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
     rows, cols = np.triu_indices(n, 1)
     diff = input[_tensor(rows.astype(np.int64))] - input[_tensor(cols.astype(np.int64))]

@@ -29,6 +29,8 @@ def _select(x, dim, index):
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad: (left, right, top, bottom, ...) amounts for the last len(pad) / 2 dims;
     constant (value, default 0; negative amounts crop), reflect, replicate or circular."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError("Unrecognised padding mode %s" % mode)
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     if len(pad) // 2 > input.ndim:
@@ -37,10 +39,14 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "constant":
         from .._extra import pad as constant_pad
         return constant_pad(input, pad, "constant", value)
-    if mode not in ("reflect", "replicate", "circular"):
-        raise NotImplementedError("pad(mode=%r): supported modes are constant, reflect, replicate, circular" % mode)
     if value not in (None, 0, 0.0):
         raise RuntimeError("Padding mode \"%s\" doesn't take in value argument" % mode)
+    if input.ndim not in (len(pad) // 2 + 1, len(pad) // 2 + 2) or not pad:  # torch's kernels: [N,] C, *padded
+        raise NotImplementedError(
+            "Padding size %d is not supported for %dD input tensor.\nSupported combinations for non-constant "
+            "padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: padding size "
+            "= 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+            % (len(pad), input.ndim))
     if mode in ("reflect", "replicate") and _C._autocast_state()[0] and input.dtype in (_dtypes.bfloat16,
                                                                                         _dtypes.float16):
         input = input.to(_dtypes.float32)  # torch's CPU autocast float32 list (reflection / replication pads)
@@ -248,6 +254,9 @@ def _cubic_weights(src, n_in):
 
 def pixel_shuffle(input, upscale_factor):
     """[*, C·r², H, W] -> [*, C, H·r, W·r]."""
+    if input.ndim < 3:
+        raise RuntimeError("pixel_shuffle expects input to have at least 3 dimensions, but got input with %d "
+                           "dimension(s)" % input.ndim)
     r = int(upscale_factor)
     *lead, c, h, w = input.shape
     if c % (r * r):
@@ -262,6 +271,9 @@ def pixel_shuffle(input, upscale_factor):
 
 def pixel_unshuffle(input, downscale_factor):
     """[*, C, H·r, W·r] -> [*, C·r², H, W]."""
+    if input.ndim < 3:
+        raise RuntimeError("pixel_unshuffle expects input to have at least 3 dimensions, but got input with %d "
+                           "dimension(s)" % input.ndim)
     r = int(downscale_factor)
     *lead, c, h, w = input.shape
     if h % r or w % r:

@@ -8,7 +8,6 @@ from .._autocast_policy import autocast_off as _autocast_off_eb, float32_under_a
 from .._C._functional import (  # noqa: F401
     embedding,
     gelu,
-    layer_norm,
     linear,
     log_softmax,
     scaled_dot_product_attention,
@@ -21,9 +20,27 @@ from .._C._functional import (  # noqa: F401
 _TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
+def _check_int_tuple(function, normalized_shape):
+    """torch's argument parser: normalized_shape is a sequence of ints (the bound op took a bare int as [n])."""
+    if not isinstance(normalized_shape, (tuple, list)):  # (tessel.Size is a tuple)
+        raise TypeError("%s(): argument 'normalized_shape' (position 2) must be tuple of ints, not %s"
+                        % (function, type(normalized_shape).__name__))
+    for i, n in enumerate(normalized_shape):
+        if isinstance(n, float):
+            raise TypeError("%s(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
+                            "element of type float at pos %d" % (function, i))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm: one C++ op, after torch's check of normalized_shape."""
+    _check_int_tuple("layer_norm", normalized_shape)
+    return _C._functional.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch.nn.functional.rms_norm: one C++ op; a weight of another floating dtype than the input takes torch's
     unfused path (its warning; the result in the promoted dtype) instead of an error."""
+    _check_int_tuple("rms_norm", normalized_shape)
     if weight is not None and weight.dtype != input.dtype and weight.dtype.is_floating_point and \
             input.dtype.is_floating_point:
         import warnings
