@@ -188,5 +188,109 @@ def test_normalize_writes_out():
         F.normalize(tessel.ones(2, 2, requires_grad=True), out=tessel.zeros(2, 2))
 
 
+def test_loss_argument_errors():
+    a, b, c = tessel.ones(2, 3), tessel.zeros(2, 3), tessel.full((2, 3), 2.)
+    with pytest.raises(ValueError, match="margin must be greater than 0, got -1.0"):  # each was accepted
+        F.triplet_margin_loss(a, b, c, margin=-1.0)
+    with pytest.raises(ValueError, match="TripletMarginLoss: expected margin to be greater than 0, got -1.0 instead"):
+        nn.TripletMarginLoss(margin=-1.0)
+    with pytest.raises(ValueError, match="margin must be greater than 0, got 0"):
+        F.triplet_margin_with_distance_loss(a, b, c, margin=0)
+    with pytest.raises(RuntimeError, match="expected to have the same number of dimensions, but got: anchor 2D, "
+                                           "positive 1D, and negative 2D inputs"):
+        F.triplet_margin_loss(a, b[0], c)
+    with pytest.raises(ValueError, match="only p == 1 and p == 2 supported"):
+        nn.MultiMarginLoss(p=3)
+    with pytest.raises(ValueError, match="MultiMarginLoss: expected weight to be None or 1D tensor, got 2D instead"):
+        nn.MultiMarginLoss(weight=tessel.ones(2, 2))
+    with pytest.raises(RuntimeError, match="0D or 1D target tensor expected, multi-target not supported"):
+        F.cosine_embedding_loss(a, b + 1, tessel.ones(2, 1))
+    with pytest.raises(RuntimeError, match=r"1D target tensor expects 2D input tensors, but found inputs with sizes "
+                                           r"\[3\] and \[3\]"):
+        F.cosine_embedding_loss(a[0], b[0] + 1, tessel.ones(2))
+
+
+def test_distance_and_encoding_errors():
+    a = tessel.ones(2, 3)
+    with pytest.raises(RuntimeError, match="pdist only supports 2D tensors, got: 3D"):
+        F.pdist(tessel.ones(2, 3, 4))
+    with pytest.raises(RuntimeError, match="pdist only supports non-negative p values"):
+        F.pdist(a, p=-1)
+    with pytest.raises(RuntimeError, match="cdist only supports non-negative p values"):
+        tessel.cdist(a, a, p=-1)
+    with pytest.raises(ValueError, match="foo is not a valid value for compute_mode"):
+        tessel.cdist(a, a, compute_mode="foo")
+    with pytest.raises(RuntimeError, match="cdist only supports at least 2D tensors, X1 got: 1D"):  # IndexError
+        tessel.cdist(tessel.ones(3), tessel.ones(3))
+    with pytest.raises(RuntimeError, match="X1 and X2 must have the same number of columns. X1: 3 X2: 4"):
+        tessel.cdist(a, tessel.ones(2, 4))
+    for dtype in (tessel.int32, tessel.int16, tessel.uint8):
+        with pytest.raises(RuntimeError, match="one_hot is only applicable to index tensor of type LongTensor."):
+            F.one_hot(tessel.tensor([0, 1], dtype=dtype))
+    with pytest.raises(RuntimeError, match="Can not infer total number of classes from empty tensor."):  # ValueError
+        F.one_hot(tessel.tensor([], dtype=tessel.int64))
+    assert tuple(F.one_hot(tessel.tensor([], dtype=tessel.int64), 3).shape) == (0, 3)
+    with pytest.raises(RuntimeError, match="Class values must be non-negative."):
+        F.one_hot(tessel.tensor([-1, 1]), 3)
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes."):
+        F.one_hot(tessel.tensor([5, 1]), 3)
+
+
+def test_layer_argument_errors():
+    with pytest.raises(RuntimeError, match="Expected at least 2 dimensions for input tensor but received 1"):
+        F.group_norm(tessel.ones(4), 2)  # IndexError
+    with pytest.raises(RuntimeError, match=r"pixel_shuffle expects input to have at least 3 dimensions, but got "
+                                           r"input with 2 dimension\(s\)"):
+        F.pixel_shuffle(tessel.ones(4, 2), 2)
+    with pytest.raises(RuntimeError, match=r"adaptive_avg_pool2d\(\): Expected input to have non-zero size for "
+                                           r"non-batch dimensions, but input has sizes \[1, 2, 0, 6\] with dimension "
+                                           r"2 being empty"):
+        F.adaptive_avg_pool2d(tessel.ones(1, 2, 0, 6), 2)  # averaged nothing into NaN
+    with pytest.raises(RuntimeError, match=r"adaptive_max_pool2d\(\): .* sizes \[1, 0, 2, 2\] with dimension 1"):
+        F.adaptive_max_pool2d(tessel.ones(1, 0, 2, 2), 1)
+    empty = tessel.ones(0, 3, 2)
+    assert F.local_response_norm(empty, 2) is empty  # torch's (a reshape error)
+    with pytest.raises(TypeError, match=r"layer_norm\(\): argument 'normalized_shape' \(position 2\) must be tuple "
+                                        r"of ints, not int"):
+        F.layer_norm(tessel.ones(2, 3), 3)
+    with pytest.raises(TypeError, match="must be tuple of ints, but found element of type float at pos 0"):
+        F.layer_norm(tessel.ones(2, 3), (3.0,))
+    for mode in ("reflect", "replicate", "circular"):
+        with pytest.raises(NotImplementedError, match="Padding size 2 is not supported for 4D input tensor."):
+            F.pad(tessel.ones(1, 1, 3, 3), (1, 1), mode=mode)
+    with pytest.raises(NotImplementedError, match="Padding size 4 is not supported for 2D input tensor."):
+        nn.ReflectionPad2d(1)(tessel.ones(5, 5))
+    with pytest.raises(NotImplementedError, match="Unrecognised padding mode foo"):
+        F.pad(tessel.ones(2, 3), (1, 1), mode="foo")
+
+
+def test_grid_sample_rules():
+    x = tessel.arange(12.).reshape(1, 1, 3, 4)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):  # was promoted
+        F.grid_sample(x, tessel.zeros(1, 1, 1, 2, dtype=tessel.float64), align_corners=False)
+    inf, nan = math.inf, math.nan
+    g = tessel.tensor([[[[inf, 0.], [-inf, 0.], [0., inf], [0., -inf], [inf, inf]]]])
+    out = F.grid_sample(x, g, padding_mode="reflection", align_corners=False)
+    assert out.reshape(-1).tolist() == [4.0, 4.0, 1.5, 1.5, 0.0]  # torch's (was NaN): a NaN coordinate reads 0
+    g = tessel.tensor([[[[nan, 0.], [0.5, 0.3]]]])
+    assert F.grid_sample(x, g, mode="nearest", padding_mode="border", align_corners=True).reshape(-1).tolist() == [
+        4.0, 6.0]  # torch's
+    x3 = tessel.arange(24.).reshape(1, 1, 2, 3, 4)
+    g3 = tessel.tensor([[[[[inf, 0., 0.], [0., -inf, 0.], [0., 0., inf], [nan, 0., 0.]]]]])
+    assert F.grid_sample(x3, g3, padding_mode="reflection", align_corners=False).reshape(-1).tolist() == [
+        13.0, 15.5, 17.5, 13.0]  # torch's: its 3-D kernel puts a NaN coordinate at the far edge
+    with pytest.warns(UserWarning, match="Default grid_sample and affine_grid behavior has changed to "
+                                         "align_corners=False since 1.3.0"):
+        F.grid_sample(x, tessel.zeros(1, 1, 1, 2))
+    with pytest.warns(UserWarning, match="Default grid_sample and affine_grid behavior has changed"):
+        F.affine_grid(tessel.zeros(1, 2, 3), [1, 1, 2, 2])
+    with pytest.warns(UserWarning, match="affine_grid behavior has changed for unit-size grids when "
+                                         "align_corners=True"):
+        F.affine_grid(tessel.zeros(1, 2, 3), [1, 1, 1, 2], align_corners=True)
+    with pytest.raises(RuntimeError, match=r"Expected size for first two dimensions of batch2 tensor to be: "
+                                           r"\[1, 3\] but got: \[2, 3\]."):
+        F.affine_grid(tessel.zeros(2, 2, 3), [1, 1, 2, 2], align_corners=False)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
