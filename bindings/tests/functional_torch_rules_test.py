@@ -292,5 +292,12 @@ def test_grid_sample_rules():
         F.affine_grid(tessel.zeros(2, 2, 3), [1, 1, 2, 2], align_corners=False)
 
 
+def test_pairwise_distance_keeps_p_as_norm():
+    m = nn.PairwiseDistance(1.5, 1e-3, True)
+    assert (m.norm, m.eps, m.keepdim) == (1.5, 1e-3, True) and not hasattr(m, "p")  # torch's attributes
+    out = m(tessel.tensor([[1., 2.], [0., 3.]]), tessel.tensor([[0., 0.], [1., 1.]]))
+    assert out.reshape(-1).tolist() == approx([2.4488041400909424, 2.4475257396698])  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

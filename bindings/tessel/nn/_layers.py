@@ -296,7 +296,7 @@ def _make_extra_modules():
 
 
 class _TwoInputModule(Module):
-    """fn(x1, x2, *options) of two inputs and no parameters (PairwiseDistance, CosineSimilarity)."""
+    """fn(x1, x2, *options) of two inputs and no parameters (CosineSimilarity)."""
     _fn, _fields = None, ()
 
     def __init__(self, *args, **kwargs):
@@ -311,10 +311,16 @@ class _TwoInputModule(Module):
         return type(self)._fn(x1, x2, *[getattr(self, k) for k, _ in self._fields])
 
 
-class PairwiseDistance(_TwoInputModule):
-    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim."""
-    _fields = (("p", 2.0), ("eps", 1e-6), ("keepdim", False))
-    _fn = staticmethod(lambda a, b, p, eps, keepdim: _extra().pairwise_distance(a, b, p, eps, keepdim))
+class PairwiseDistance(Module):
+    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim; p is kept as .norm (torch's attribute,
+    which scripts read; there is no .p)."""
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        Module.__init__(self)
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return _extra().pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 class CosineSimilarity(_TwoInputModule):
