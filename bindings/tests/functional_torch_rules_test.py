@@ -299,5 +299,47 @@ def test_pairwise_distance_keeps_p_as_norm():
     assert out.reshape(-1).tolist() == approx([2.4488041400909424, 2.4475257396698])  # torch's
 
 
+def _rows(t):
+    return t.reshape(-1).tolist()
+
+
+def test_linear_cross_entropy():
+    x = tessel.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], requires_grad=True)
+    w = tessel.tensor([[0.1, 0.2, -0.3], [0.0, -0.5, 0.4], [0.3, 0.3, 0.3], [-0.2, 0.1, 0.0]], requires_grad=True)
+    t = tessel.tensor([2, 0])
+    loss = F.linear_cross_entropy(x, w, t, linear_bias=tessel.tensor([0.1, -0.1, 0.0, 0.2]))
+    loss.backward()
+    assert loss.item() == approx(1.2425181865692139)  # torch's
+    assert _rows(w.grad)[:6] == approx([-0.47420528531074524, -0.12314558029174805, 0.2462911605834961,
+                                        0.23596152663230896, -0.2412133812904358, 0.4824267625808716])
+    assert F.linear_cross_entropy(x, w, t, reduction="none", label_smoothing=0.1).tolist() == approx(
+        [1.4512088298797607, 1.1534655094146729])  # torch's
+    assert F.linear_cross_entropy(x, w, tessel.tensor([2, 7]), ignore_index=7).item() == approx(1.4262088537216187)
+    p = tessel.tensor([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    assert F.linear_cross_entropy(x, w, p, weight=tessel.tensor([1., 2., 3., 4.])).item() == approx(
+        4.4231767654418945)  # torch's
+    wk = tessel.arange(24.0).reshape(4, 2, 3) / 10  # a K-dimensional loss: logits [N, C, 2]
+    assert F.linear_cross_entropy(x, wk, tessel.tensor([[0, 3], [1, 2]]), reduction="none").reshape(-1).tolist() \
+        == approx([3.19413161277771, 0.4941317141056061, 2.0882842540740967, 1.3382842540740967])  # torch's
+    with pytest.raises(RuntimeError, match="ignore_index cannot be specified when target contains probabilities"):
+        F.linear_cross_entropy(x, w, p, ignore_index=1)
+    with pytest.raises(RuntimeError, match="K-dimensional loss defined by linear_weight shape \\(4, 2, 3\\) "
+                                           "requires batched input"):
+        F.linear_cross_entropy(x[0], wk, tessel.tensor([0, 1]))
+    with pytest.warns(UserWarning, match="linear_cross_entropy: ``options`` ignored; chunked path needs"):
+        F.linear_cross_entropy(x, w, t, label_smoothing=0.2, options=nn.LinearCrossEntropyOptions())
+    with pytest.raises(ValueError, match="invalid acc_policy: 'x'"):
+        nn.LinearCrossEntropyOptions(acc_policy="x")
+    m = nn.LinearCrossEntropyLoss(3, 4, out_features=(2,), bias=True, reduction="sum", label_smoothing=0.1)
+    assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [("linear.weight", (8, 3)),
+                                                                        ("linear.bias", (8,))]  # torch's
+    with tessel.no_grad():
+        m.linear.weight.copy_(tessel.arange(24.0).reshape(8, 3) / 20)
+        m.linear.bias.copy_(tessel.arange(8.0) / 10)
+    assert m(x, tessel.tensor([[0, 3], [1, 2]])).item() == approx(6.440124988555908)  # torch's
+    with pytest.raises(RuntimeError, match=r"expected weight shape to be \(4,\), got \(3,\)"):
+        nn.LinearCrossEntropyLoss(3, 4, weight=tessel.ones(3))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
