@@ -303,6 +303,34 @@ def _rows(t):
     return t.reshape(-1).tolist()
 
 
+def test_adaptive_log_softmax_with_loss():
+    asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=[3, 6], div_value=2.0, head_bias=True)
+    assert [(k, tuple(v.shape)) for k, v in asm.state_dict().items()] == [
+        ("head.weight", (5, 8)), ("head.bias", (5,)), ("tail.0.0.weight", (4, 8)), ("tail.0.1.weight", (3, 4)),
+        ("tail.1.0.weight", (2, 8)), ("tail.1.1.weight", (4, 2))]  # torch's
+    with tessel.no_grad():
+        for i, p in enumerate(asm.parameters()):
+            p.copy_((tessel.arange(float(p.numel())).reshape(p.shape) * (0.37 + 0.11 * i)).sin() * 0.5)
+    x = (tessel.arange(32.0).reshape(4, 8) * 0.73).cos().requires_grad_()
+    out, loss = asm(x, tessel.tensor([0, 4, 9, 2]))
+    assert out.tolist() == approx([-3.425731658935547, -2.447152853012085, -5.894164562225342, -2.535388946533203])
+    assert loss.item() == approx(3.5756096839904785)  # torch's
+    loss.backward()
+    assert asm.head.bias.grad.tolist() == approx(
+        [-0.19669228792190552, 0.29642558097839355, -0.2014467865228653, 0.3149353861808777, -0.2132219672203064])
+    assert asm.log_prob(x.detach())[0].tolist() == approx(
+        [-3.425731658935547, -1.028705358505249, -3.222672939300537, -1.8435696363449097, -3.1586709022521973,
+         -1.1116549968719482, -4.329755783081055, -4.248208999633789, -5.310700416564941, -4.827078342437744])
+    assert asm.predict(x.detach()).tolist() == [1, 5, 1, 4]  # torch's
+    out, loss = asm(x[2].detach(), tessel.tensor(9))
+    assert out.shape == () and out.item() == approx(-5.894164562225342)
+    with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 9\], but values in range \[0, 10\] "
+                                           r"were found."):
+        asm(x, tessel.tensor([0, 4, 10, 2]))
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of unique, positive integers sorted"):
+        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 10])
+
+
 def test_linear_cross_entropy():
     x = tessel.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], requires_grad=True)
     w = tessel.tensor([[0.1, 0.2, -0.3], [0.0, -0.5, 0.4], [0.3, 0.3, 0.3], [-0.2, 0.1, 0.0]], requires_grad=True)

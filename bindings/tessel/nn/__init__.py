@@ -77,6 +77,8 @@ functional.__dict__.update(functional._wrap_composed(_more_modules.FUNCTIONAL)) 
 from . import _linear_cross_entropy  # noqa: E402
 globals().update(_linear_cross_entropy.MODULES)  # LinearCrossEntropyLoss, LinearCrossEntropyOptions
 functional.__dict__.update(functional._wrap_composed(_linear_cross_entropy.FUNCTIONAL))  # F.linear_cross_entropy
+from . import _adaptive  # noqa: E402
+globals().update(_adaptive.MODULES)  # AdaptiveLogSoftmaxWithLoss
 
 
 def _name_made_classes(namespace):
