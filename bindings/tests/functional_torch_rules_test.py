@@ -303,6 +303,62 @@ def _rows(t):
     return t.reshape(-1).tolist()
 
 
+def test_fractional_max_pool_windows_indices_and_gradient():
+    x = (tessel.arange(2 * 3 * 7 * 8.0).reshape(2, 3, 7, 8) * 0.37).sin()
+    s = ((tessel.arange(12.0).reshape(2, 3, 2) * 0.618) % 1).float()
+    _, i = F.fractional_max_pool2d(x, (2, 3), output_ratio=(0.5, 0.7), return_indices=True, _random_samples=s)
+    assert i[1, 1].tolist() == [[1, 1, 2, 3, 15], [18, 18, 18, 19, 21], [50, 51, 52, 52, 53]]  # torch's
+    xg = x.clone().requires_grad_()
+    o = F.fractional_max_pool2d(xg, 2, output_size=(4, 5), _random_samples=s)
+    (o * tessel.arange(float(o.numel())).reshape(o.shape)).sum().backward()
+    assert xg.grad[0, 1, :3].tolist() == [[20.0, 21.0, 0.0, 22.0, 0.0, 0.0, 0.0, 0.0],
+                                          [0.0, 0.0, 0.0, 0.0, 0.0, 23.0, 0.0, 24.0],
+                                          [25.0, 26.0, 0.0, 27.0, 28.0, 0.0, 0.0, 0.0]]  # torch's
+    x3 = (tessel.arange(1 * 2 * 5 * 6 * 7.0).reshape(1, 2, 5, 6, 7) * 0.29).cos()
+    s3 = ((tessel.arange(6.0).reshape(1, 2, 3) * 0.377 + 0.05) % 1).float()
+    _, i3 = nn.FractionalMaxPool3d((2, 3, 2), output_size=(3, 3, 4), return_indices=True, _random_samples=s3)(x3)
+    assert i3[0, 1, 2].tolist() == [[182, 136, 137, 180], [182, 157, 158, 202], [203, 157, 158, 202]]  # torch's
+    n = tessel.tensor([[[[1., math.nan, 3.], [math.nan, 2., 5.], [0., 1., 2.]]]])
+    o, i = F.fractional_max_pool2d_with_indices(n, 2, output_size=2, _random_samples=tessel.tensor([[[0.5, 0.5]]]))
+    assert i.reshape(-1).tolist() == [3, 1, 3, 5] and math.isnan(o[0, 0, 0, 0].item())  # torch's: the last NaN
+
+
+def test_fractional_max_pool_draws_as_torch_from_a_fresh_seed():
+    x = (tessel.arange(2 * 3 * 7 * 8.0).reshape(2, 3, 7, 8) * 0.37).sin()
+    tessel.manual_seed(0)
+    _, i = F.fractional_max_pool2d(x, 2, output_size=(4, 5), return_indices=True)
+    assert i[0, 0].tolist() == [[1, 3, 4, 5, 6], [8, 19, 20, 21, 22], [24, 35, 36, 38, 38], [40, 42, 52, 54, 55]]
+    tessel.manual_seed(0)  # torch's windows for its rand(2, 3, 2, dtype=float64) after manual_seed(0)
+    _, i = nn.FractionalMaxPool2d(3, output_ratio=0.5, return_indices=True)(x.double())
+    assert i[1, 2].tolist() == [[10, 12, 13, 13], [32, 28, 30, 30], [48, 44, 46, 47]]
+
+
+def test_fractional_max_pool_errors():
+    x = tessel.ones(2, 3, 7, 8)
+    s = tessel.full((2, 3, 2), 0.5)
+    with pytest.raises(ValueError, match="fractional_max_pool2d requires specifying either an output_size or an "
+                                         "output_ratio"):
+        F.fractional_max_pool2d(x, 2)
+    with pytest.raises(RuntimeError, match="fractional_max_pool2d\\(\\): pool height 5 too large relative to input "
+                                           "height 7"):
+        F.fractional_max_pool2d(x, 5, output_size=(4, 5), _random_samples=s)
+    with pytest.raises(RuntimeError, match="Expect _random_samples.size\\(0\\) no less then input batch size."):
+        F.fractional_max_pool2d(x, 2, output_size=(4, 5), _random_samples=s[:1])
+    with pytest.raises(RuntimeError, match="Expect _random_samples to have the same dtype as input"):
+        F.fractional_max_pool2d(x, 2, output_size=(4, 5), _random_samples=s.double())
+    with pytest.raises(RuntimeError, match="fractional_max_pool3d_out\\(\\): pool time 4 too large relative to "
+                                           "input time 5"):
+        F.fractional_max_pool3d(tessel.ones(1, 2, 5, 6, 7), (4, 2, 2), output_size=(3, 3, 3),
+                                _random_samples=tessel.full((1, 2, 3), 0.5))
+    with pytest.raises(ValueError, match="FractionalMaxPool2d requires specifying either an output size, or a "
+                                         "pooling ratio"):
+        nn.FractionalMaxPool2d(2)
+    with pytest.raises(ValueError, match="only one of output_size and output_ratio may be specified"):
+        nn.FractionalMaxPool2d(2, output_size=3, output_ratio=0.5)
+    with pytest.raises(ValueError, match=r"output_ratio must be between 0 and 1 \(got 1.5\)"):
+        nn.FractionalMaxPool2d(2, output_ratio=1.5)
+
+
 def test_adaptive_log_softmax_with_loss():
     asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=[3, 6], div_value=2.0, head_bias=True)
     assert [(k, tuple(v.shape)) for k, v in asm.state_dict().items()] == [

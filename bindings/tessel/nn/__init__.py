@@ -79,6 +79,9 @@ globals().update(_linear_cross_entropy.MODULES)  # LinearCrossEntropyLoss, Linea
 functional.__dict__.update(functional._wrap_composed(_linear_cross_entropy.FUNCTIONAL))  # F.linear_cross_entropy
 from . import _adaptive  # noqa: E402
 globals().update(_adaptive.MODULES)  # AdaptiveLogSoftmaxWithLoss
+from . import _fractional_pool  # noqa: E402
+globals().update(_fractional_pool.MODULES)  # FractionalMaxPool2d / 3d
+functional.__dict__.update(functional._wrap_composed(_fractional_pool.FUNCTIONAL))  # F.fractional_max_pool*d
 
 
 def _name_made_classes(namespace):
