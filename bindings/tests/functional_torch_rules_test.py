@@ -385,6 +385,14 @@ def test_adaptive_log_softmax_with_loss():
         asm(x, tessel.tensor([0, 4, 10, 2]))
     with pytest.raises(ValueError, match="cutoffs should be a sequence of unique, positive integers sorted"):
         nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 10])
+    with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op"):
+        asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6])  # the last cluster's projection: 8 // 16 = 0 features
+    assert [tuple(v.shape) for v in asm.state_dict().values()] == [(5, 8), (2, 8), (3, 2), (0, 8), (4, 0)]  # torch's
+    with tessel.no_grad():
+        for i, p in enumerate(asm.parameters()):
+            p.copy_((tessel.arange(float(p.numel())).reshape(p.shape) * (0.37 + 0.11 * i)).sin() * 0.5)
+    out, loss = asm((tessel.arange(16.0).reshape(2, 8) * 0.3).cos(), tessel.tensor([7, 1]))
+    assert out.tolist() == approx([-3.6945102214813232, -0.5198497176170349])  # torch's
 
 
 def test_linear_cross_entropy():

@@ -9,7 +9,7 @@ import collections
 
 import numpy as np
 
-from .. import _C
+from .. import _C, _dtypes
 from ._containers import ModuleList, Sequential
 from .modules import Module
 
@@ -18,6 +18,41 @@ _ASMoutput = collections.namedtuple("_ASMoutput", ["output", "loss"])
 
 def _index(values):
     return _C._from_numpy(np.ascontiguousarray(values, dtype=np.int64))
+
+
+class _EmptyLinear(Module):
+    """torch's Linear with no inputs or no outputs, which a tail projection gets where in_features //
+    div_value^(i+1) is 0 (tessel's C++ Linear refuses a zero size): empty weights, zero outputs, shown and
+    saved as torch's Linear."""
+
+    def __init__(self, in_features, out_features, dtype=None):
+        super().__init__()
+        from .modules import Parameter
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(_C._full([out_features, in_features], 0.0, dtype or _dtypes.default_float()))
+        self.register_parameter("bias", None)
+        import warnings
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)  # (torch's init says so)
+
+    def reset_parameters(self):
+        pass  # (nothing to draw)
+
+    def forward(self, input):
+        from . import functional as F
+        return F.linear(input, self.weight)
+
+    def extra_repr(self):
+        return "in_features=%d, out_features=%d, bias=False" % (self.in_features, self.out_features)
+
+
+_EmptyLinear.__name__ = "Linear"
+
+
+def _linear(in_features, out_features, bias, device, dtype):
+    if in_features and out_features:
+        from . import Linear
+        return Linear(in_features, out_features, bias=bias, device=device, dtype=dtype)
+    return _EmptyLinear(in_features, out_features, dtype)
 
 
 class AdaptiveLogSoftmaxWithLoss(Module):
@@ -47,8 +82,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         for i in range(self.n_clusters):
             hidden = int(in_features // (div_value ** (i + 1)))
             self.tail.append(Sequential(
-                Linear(in_features, hidden, bias=False, device=device, dtype=dtype),
-                Linear(hidden, self.cutoffs[i + 1] - self.cutoffs[i], bias=False, device=device, dtype=dtype)))
+                _linear(in_features, hidden, False, device, dtype),
+                _linear(hidden, self.cutoffs[i + 1] - self.cutoffs[i], False, device, dtype)))
 
     def reset_parameters(self):
         self.head.reset_parameters()
