@@ -364,6 +364,22 @@ _warned_uint8_where = []
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """torch.cdist: the p-norm distance between each row of x1 [..., P, M] and each row of x2 [..., R, M]; p = inf
     gives every coordinate tied at the maximum the whole gradient, as torch's cdist (the norm's split it)."""
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError("%s is not a valid value for compute_mode" % compute_mode)
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.ndim < 2:
+            raise RuntimeError("cdist only supports at least 2D tensors, %s got: %dD" % (name, x.ndim))
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError("X1 and X2 must have the same number of columns. X1: %d X2: %d"
+                           % (x1.shape[-1], x2.shape[-1]))
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            from ._subscript import _torch_dtype_name
+            raise RuntimeError("cdist only supports floating-point dtypes, %s got: %s"
+                               % (name, _torch_dtype_name(x.dtype)))
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == _math.inf and _C.is_grad_enabled() and diff.requires_grad:
         from ._cdist import max_abs_with_tied_gradients

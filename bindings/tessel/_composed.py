@@ -19,8 +19,8 @@ import numpy as np
 
 from . import _C, _dtypes, return_types
 from ._dtensor_compose import aligned, gathered_along
-from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _reduce, fused_operands, isnan, lerp, linspace,
-                     maximum, meshgrid, minimum, movedim)
+from ._extra import (FUNCTIONAL, TENSOR_METHODS, TORCH_FUNCTIONS, _legacy, _reduce, fused_operands, isnan, lerp,
+                     linspace, maximum, meshgrid, minimum, movedim)
 from ._inplace import honours_inplace as _honours_inplace
 from ._subscript import _broadcast_shape, _torch_dtype_name
 from ._tensor import _host_numpy, tensor as _tensor, wrap_dim, zero_dim_as_vector
@@ -446,6 +446,7 @@ def matrix_power(A, n):
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """exp(x) - t·x (log_input) or x - t·log(x + eps); full adds Stirling's t·log t - t + log(2πt)/2 where t > 1."""
+    reduction = _legacy(size_average, reduce, reduction)
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
         t = target  # (Stirling's term is differentiable in the target too, as torch's)
@@ -456,15 +457,23 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
-    """(log(max(var, eps)) + (x - t)² / max(var, eps)) / 2 (+ log(2π) / 2 with full); var of the input's shape, or
-    with its last dim 1 or missing (one variance per row); the clamp passes var's gradient through, as torch's."""
+    """(log(max(var, eps)) + (x - t)² / max(var, eps)) / 2 (+ log(2π) / 2 with full); var a float, of the input's
+    shape, with its last dim missing (one variance per row), or broadcastable with one dim of size 1 (torch's
+    rule); the clamp passes var's gradient through, as torch's."""
+    if isinstance(var, builtins.float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = _C._full(list(input.shape), var, input.dtype)
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        elif not (input.ndim == var.ndim and
+                  builtins.sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):  # torch's test, as is
             raise ValueError("var is of incorrect size")
-    if bool((var < 0).any()):
-        raise ValueError("var has negative entry/entries")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
     var = var + (var.detach().clamp(min=eps) - var.detach())  # max(var, eps), gradient 1 wrt var
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:
@@ -504,6 +513,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Σ_{j != y} max(0, margin - x_y + x_j)^p / C per sample (weight[y] times it), torch's multi-class hinge."""
+    reduction = _legacy(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
     from .nn.functional import _no_weight_grad
@@ -524,6 +534,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y log σ(x) + (1 - y) log σ(-x)), weighted per class, averaged over the classes: one value per sample."""
+    reduction = _legacy(size_average, reduce, reduction)
     from .nn.functional import logsigmoid
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
@@ -788,8 +799,10 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha/size · Σ x² over `size` neighbouring channels)^beta (torch's padding: size//2 before,
     (size-1)//2 after)."""
     from .nn.functional import pad
-    if input.dim() < 3:
-        raise ValueError("Expected 3D or higher dimensionality input (got %d dimensions)" % input.dim())
+    if input.dim() < 3:  # (torch's message, its source line's indentation included)
+        raise ValueError("Expected 3D or higher dimensionality%sinput (got %d dimensions)" % (" " * 26, input.dim()))
+    if input.numel() == 0:
+        return input  # the object itself, as torch's
     sq = (input * input).unsqueeze(1)
     c = input.shape[1]
     padded = pad(sq.reshape(sq.shape[0], 1, c, -1), (0, 0, size // 2, (size - 1) // 2))
@@ -838,6 +851,12 @@ def _in_place_activation(name, fn):
 
 def pdist(input, p=2):
     """The p-norm distance of every pair of rows i < j of input [N, M], in row-major pair order."""
+    if input.ndim != 2:
+        raise RuntimeError("pdist only supports 2D tensors, got: %dD" % input.ndim)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
     rows, cols = np.triu_indices(n, 1)
     diff = input[_tensor(rows.astype(np.int64))] - input[_tensor(cols.astype(np.int64))]

@@ -147,6 +147,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     if not (tuple(input1.shape) == tuple(input2.shape) == tuple(target.shape)):
         raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            "input1: %s, input2: %s, target: %s " % (list(input1.shape), list(input2.shape),
@@ -155,16 +156,25 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _reduce(softplus(-target * input), reduction)  # log(1 + exp(-y x)), stably
+    reduction = _legacy(size_average, reduce, reduction)
+    from ._losses import in_input_dtype
+    return _reduce(in_input_dtype(softplus(-target * input), input), reduction)  # log(1 + exp(-y x)), stably
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
     w = _C._functional.where  # torch's formula: a target that is neither 1 nor -1 takes both terms
     zero = input * 0.0
     return _reduce(w(target != 1, (margin - input).clamp(min=0.0), zero) + w(target != -1, input, zero), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError("%dD target tensor expects %dD input tensors, but found inputs with sizes %s and %s."
+                           % (target.ndim, target.ndim + 1, list(input1.shape), list(input2.shape)))
     # torch's ATen formula: cos = Σ x1·x2 / sqrt((Σ x1² + 1e-12)(Σ x2² + 1e-12)), not cosine_similarity's clamp
     eps = 1e-12
     cos = (input1 * input2).sum(-1) / (((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)).sqrt()
@@ -175,6 +185,13 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
+    reduction = _legacy(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError("margin must be greater than 0, got %s" % margin)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError("The anchor, positive, and negative tensors are expected to have the same number of "
+                           "dimensions, but got: anchor %dD, positive %dD, and negative %dD inputs"
+                           % (anchor.ndim, positive.ndim, negative.ndim))
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -185,6 +202,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """torch.nn.functional.group_norm: input [N, C, *] normalized over each group of C / num_groups
     channels and the trailing dims (biased variance), then weight / bias per channel."""
+    if input.ndim < 2:
+        raise RuntimeError("Expected at least 2 dimensions for input tensor but received %d" % input.ndim)
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise RuntimeError("Expected number of channels in input to be divisible by num_groups, but got input of "
@@ -655,13 +674,22 @@ def round_(x, *, decimals=0):
 
 
 def one_hot(x, num_classes=-1):
-    if x.dtype.is_floating_point or x.dtype == _dtypes.bool:
+    """torch's checks, in its order: int64 indices only, an empty input needs num_classes > 0, then the values'
+    sign, then their bound."""
+    if x.dtype != _dtypes.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     a = _host(x, "one_hot").astype(np.int64)
-    n = int(a.max()) + 1 if num_classes < 0 else num_classes
-    if a.size and (a.min() < 0 or a.max() >= n):
-        raise RuntimeError("Class values must be smaller than num_classes and non-negative.")
-    return _tensor(np.eye(n, dtype=np.int64)[a])
+    if a.size == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        return _tensor(np.zeros(a.shape + (num_classes,), dtype=np.int64))
+    if a.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = int(a.max()) + 1
+    elif num_classes <= a.max():
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return _tensor(np.eye(num_classes, dtype=np.int64)[a])
 
 
 def nonzero(x, *, as_tuple=False):
@@ -707,12 +735,16 @@ def numel(x):
 # ---- nn.functional, composed ---------------------------------------------------------------------------
 
 from ._losses import (  # noqa: E402 (the losses, split out by concept)
-    _reduce, binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, nll_loss,
+    _legacy, _reduce, binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss, nll_loss,
     smooth_l1_loss)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+    denom = input.norm(p, dim, keepdim=True).clamp(min=eps)
+    if out is None:
+        return input / denom
+    from . import div  # torch's out= rules (resizing, dtype, no autograd through out=)
+    return div(input, denom.expand_as(input), out=out)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

@@ -22,6 +22,15 @@ def _reduce(loss, reduction):
     raise ValueError("%s is not a valid value for reduction" % reduction)
 
 
+def _legacy(size_average, reduce, reduction):
+    """The reduction a loss runs: torch's deprecated size_average / reduce, when either is given, override
+    reduction= (with torch's deprecation warning)."""
+    if size_average is None and reduce is None:
+        return reduction
+    from .nn import _reduction
+    return _reduction.legacy_get_string(size_average, reduce)
+
+
 def _warn_broadcast(input, target):
     if tuple(target.shape) != tuple(input.shape):  # torch's warning (mse_loss, l1_loss)
         import warnings
@@ -48,18 +57,14 @@ def _weighted_reduce(loss, input, weight, reduction):
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_broadcast(input, target)
-    if size_average is not None or reduce is not None:
-        from .nn import _reduction
-        reduction = _reduction.legacy_get_string(size_average, reduce)
+    reduction = _legacy(size_average, reduce, reduction)
     return _weighted_reduce((input - target).abs(), input, weight, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    if size_average is not None or reduce is not None:
-        from .nn import _reduction
-        reduction = _reduction.legacy_get_string(size_average, reduce)
+    reduction = _legacy(size_average, reduce, reduction)
     r = input - target
     d = r.abs()
     if beta == 0:
@@ -69,17 +74,30 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _warn_broadcast(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     r = input - target
     d = r.abs()
     loss = _C._functional.where(d < delta, r * r * 0.5, (d - 0.5 * delta) * delta)  # (r², not |r|²: smooth_l1_loss)
+    loss = in_input_dtype(loss, input)
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
     return _reduce(loss * weight if weight is not None else loss, reduction)
+
+
+def in_input_dtype(loss, input):
+    """loss in the input's floating dtype: torch's kernels of huber_loss and soft_margin_loss write their
+    output in the input's dtype (a float64 target next to float32 input still gives float32)."""
+    if loss.dtype != input.dtype and input.dtype.is_floating_point:
+        return loss.to(input.dtype)
+    return loss
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """max(x, 0) - x·y + log(1 + exp(-|x|)) (torch's stable form); pos_weight scales the positive term."""
+    reduction = _legacy(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):  # torch refuses: [N, 1] logits against [N] labels would broadcast
         from ._tensor import Size
         raise ValueError("Target size (%s) must be the same as input size (%s)" % (Size(target.shape),
@@ -125,10 +143,15 @@ class _BinaryCrossEntropy(Function):
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y·log p + (1 - y)·log(1 - p)) with each log clamped at -100 and torch's gradient; p outside [0, 1]
     (NaN too) raises as torch."""
+    reduction = _legacy(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         from ._tensor import Size
         raise ValueError("Using a target size (%s) that is different to the input size (%s) is deprecated. Please "
                          "ensure they have the same size." % (Size(target.shape), Size(input.shape)))
+    if target.dtype != input.dtype:  # torch's kernel promotes neither side
+        from ._subscript import _torch_dtype_name
+        raise RuntimeError("Found dtype %s but expected %s" % (_torch_dtype_name(target.dtype),
+                                                               _torch_dtype_name(input.dtype)))
     if not input.is_distributed and not bool(((input >= 0) & (input <= 1)).all()):
         raise RuntimeError("all elements of input should be between 0 and 1")
     if not target.is_distributed and target.dtype.is_floating_point and \
@@ -137,7 +160,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     from .nn.functional import _no_weight_grad
     _no_weight_grad("binary_cross_entropy", weight=weight)
     loss = _BinaryCrossEntropy.apply(input, target)
-    return _reduce(loss * weight if weight is not None else loss, reduction)
+    return _reduce(loss * weight.to(loss.dtype) if weight is not None else loss, reduction)  # (input's dtype)
 
 
 def _check_nll_target(input, target):
@@ -164,14 +187,13 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """-input[n, target[n]] over log-probabilities [N, C] ([C], or [N, C, d1, ...] with targets
     [N, d1, ...]); ignored targets count for nothing; weight[c] scales class c and the weighted mean
     divides by the picked weights, as torch."""
-    if size_average is not None or reduce is not None:
-        from .nn import _reduction
-        reduction = _reduction.legacy_get_string(size_average, reduce)
+    reduction = _legacy(size_average, reduce, reduction)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError("%s is not a valid value for reduction" % reduction)
     _check_nll_target(input, target)
-    from .nn.functional import _no_weight_grad
+    from .nn.functional import _check_weight_dtype, _no_weight_grad
     _no_weight_grad("nll_loss_forward", weight=weight)
+    _check_weight_dtype(input, weight)
     if input.ndim > 2:  # classes on dim 1: one row per position
         rows = movedim(input, 1, -1).reshape(-1, input.shape[1])
         out = nll_loss(rows, target.reshape(-1), weight, ignore_index=ignore_index, reduction=reduction)
@@ -204,7 +226,9 @@ def _scatter_rows(values, keep, dtype):
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
-    if reduction == "mean":  # torch's warning
+    if size_average is not None or reduce is not None:  # (no 'mean' warning then, as torch)
+        reduction = _legacy(size_average, reduce, reduction)
+    elif reduction == "mean":  # torch's warning
         import warnings
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."

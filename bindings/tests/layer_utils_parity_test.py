@@ -156,7 +156,7 @@ def test_constructor_and_input_checks_torch_makes():
     with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training, got input size "
                                          r"\[1, 4\]"):
         nn.GroupNorm(4, 4)(T.randn(1, 4))
-    with pytest.raises(ValueError, match=r"Expected 3D or higher dimensionality input \(got 2 dimensions\)"):
+    with pytest.raises(ValueError, match=r"Expected 3D or higher dimensionality\s+input \(got 2 dimensions\)"):
         nn.LocalResponseNorm(2)(T.randn(3, 4))
     bag = nn.EmbeddingBag(10, 3)
     ids = T.tensor([1, 2, 3, 4])

@@ -280,7 +280,7 @@ def test_composed_torch_functions_match_numpy_formulas_and_finite_differences():
     assert tessel.floor(tessel.tensor([3, -2])).dtype == tessel.int64
     # Loss modules bind torch's positional order; Softmax's default dim is torch's legacy choice.
     logp = tessel.tensor(np.log(np.full((2, 3), 1 / 3)))
-    w = tessel.tensor([1.0, 2.0, 3.0])
+    w = tessel.tensor([1.0, 2.0, 3.0], dtype=tessel.float64)  # (logp's dtype: torch refuses float32 weights here)
     close(nn.NLLLoss(w)(logp, tessel.tensor([0, 2])).item(), np.log(3.0), rtol=1e-12)  # weighted mean of equal terms
     close(F.nll_loss(logp, tessel.tensor([0, 2]), w, reduction="sum").item(), 4 * np.log(3.0), rtol=1e-12)
     close(nn.HuberLoss("sum", 0.5)(x, y).item(),

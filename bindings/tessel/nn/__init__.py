@@ -74,6 +74,14 @@ from . import _more_modules  # noqa: E402
 globals().update(_more_modules.MODULES)  # ChannelShuffle, MaxUnpool*, LazyLinear, DataParallel, ...
 globals().update(_more_modules._lazy_modules(globals()))  # LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d
 functional.__dict__.update(functional._wrap_composed(_more_modules.FUNCTIONAL))  # F.channel_shuffle, F.max_unpool*, ...
+from . import _linear_cross_entropy  # noqa: E402
+globals().update(_linear_cross_entropy.MODULES)  # LinearCrossEntropyLoss, LinearCrossEntropyOptions
+functional.__dict__.update(functional._wrap_composed(_linear_cross_entropy.FUNCTIONAL))  # F.linear_cross_entropy
+from . import _adaptive  # noqa: E402
+globals().update(_adaptive.MODULES)  # AdaptiveLogSoftmaxWithLoss
+from . import _fractional_pool  # noqa: E402
+globals().update(_fractional_pool.MODULES)  # FractionalMaxPool2d / 3d
+functional.__dict__.update(functional._wrap_composed(_fractional_pool.FUNCTIONAL))  # F.fractional_max_pool*d
 
 
 def _name_made_classes(namespace):

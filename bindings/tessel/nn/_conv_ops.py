@@ -494,9 +494,20 @@ def _adaptive_sizes(nd, x, output_size, name):
     return outs
 
 
+def _check_non_empty(name, shape, dims):
+    """torch's adaptive pools refuse an empty non-batch dim (their windows would average or max over nothing)."""
+    for d in dims:
+        if shape[d] == 0:
+            raise RuntimeError("%s(): Expected input to have non-zero size for non-batch dimensions, but input has "
+                               "sizes %s with dimension %d being empty" % (name, list(shape), d))
+
+
 def _adaptive_avg_pool(nd, input, output_size):
     name = "adaptive_avg_pool%dd" % nd
     x, batched = _batched(input, nd, name)
+    # its spatial dims only; the 1-D pool runs as torch's 2-D one on [..., 1, L], and is named so
+    shape = list(input.shape[:-1]) + [1, input.shape[-1]] if nd == 1 else list(input.shape)
+    _check_non_empty("adaptive_avg_pool%dd" % max(nd, 2), shape, range(len(shape) - max(nd, 2), len(shape)))
     outs = _adaptive_sizes(nd, x, output_size, name)
     if any(o == 0 for o in outs):
         out = _C._full([x.shape[0], x.shape[1]] + list(outs), 0.0, x.dtype)
@@ -556,6 +567,7 @@ def _adaptive_index(size, outs):
 def _adaptive_max_pool(nd, input, output_size, return_indices):
     name = "adaptive_max_pool%dd" % nd
     x, batched = _batched(input, nd, name)
+    _check_non_empty(name, list(input.shape), range(1, input.ndim))
     outs = _adaptive_sizes(nd, x, output_size, name)
     if any(o == 0 for o in outs):
         shape = [x.shape[0], x.shape[1]] + list(outs)

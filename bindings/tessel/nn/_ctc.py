@@ -93,8 +93,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     ext[:, 1::2] = tgt
     position = np.arange(width)
     valid = position[None, :] < (2 * tgt_len + 1)[:, None]  # positions of each sample's own labels
-    skip = np.zeros((n, width), dtype=bool)  # a transition from s - 2 (between two different labels)
-    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    # a transition from s - 2 into a label position holding another label than s - 2's; by position, as torch's
+    # kernel: a target equal to blank may still be skipped into
+    skip = np.zeros((n, width), dtype=bool)
+    skip[:, 2:] = (position[2:] % 2 == 1) & (ext[:, 2:] != ext[:, :-2])
     acc = _C.dtype.float64 if lp.dtype == _C.dtype.float64 else _C.dtype.float32
     emit = lp.to(acc).transpose(0, 1).gather(2, _as_tensor(ext[:, None, :].repeat(steps, 1)))  # [N, T, width]
     neg_inf = float("-inf")
@@ -108,7 +110,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     start[:, 1] = np.where(tgt_len > 0, 0.0, neg_inf)
     alpha = emit[:, 0] + _as_tensor(start).to(acc) + masked
     last = _as_tensor(in_len - 1)
-    final = _C._functional.where((last == 0).unsqueeze(1), alpha, minus_inf(n, width))
+    # a sample without frames ends where it starts: probability 1 of the empty target (loss 0), 0 of any other
+    before = np.full((n, width), neg_inf)
+    before[:, 0] = np.where(in_len == 0, 0.0, neg_inf)
+    final = _C._functional.where((last == 0).unsqueeze(1), alpha, _as_tensor(before).to(acc))
     ninf_col, no_skip = minus_inf(n, 1), minus_inf(n, width)
     for t in range(1, steps):
         one = _C._functional.cat([ninf_col, alpha[:, :-1]], 1)
@@ -122,14 +127,16 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     label = _C._functional.where(_as_tensor(tgt_len > 0), label, minus_inf(n))
     loss = -_logaddexp([tail, label])
     impossible = (loss == float("inf")).detach()
-    if zero_infinity:
-        loss = _C._functional.where(impossible, _as_tensor(np.zeros(n)).to(acc), loss)
     if _C.is_grad_enabled() and log_probs.requires_grad:
         frames = (np.arange(steps)[:, None] < in_len[None, :]).astype(np.float64)  # [T, N]
-        kept = ~np.asarray(impossible.tolist(), dtype=bool) if zero_infinity else np.ones(n, dtype=bool)
-        nan_rows = np.asarray(impossible.tolist(), dtype=bool) & (not zero_infinity)
+        dead = np.asarray(impossible.tolist(), dtype=bool)
+        kept = ~dead if zero_infinity else np.ones(n, dtype=bool)
+        extra = _blank_label_quirk(tgt, tgt_len, in_len, blank, dead, tail.detach() + loss.detach(), lp.shape)
         loss = loss + _TorchGradientTerm.apply(lp.to(acc), _as_tensor(frames * kept[None, :]).to(acc),
-                                               _as_tensor(nan_rows))
+                                               _as_tensor(dead & (not zero_infinity)),
+                                               _as_tensor(extra * kept[None, :, None]).to(acc))
+    if zero_infinity:
+        loss = _C._functional.where(impossible, _as_tensor(np.zeros(n)).to(acc), loss)
     loss = loss.to(log_probs.dtype)
     if reduction == "sum":
         return loss.sum()
@@ -138,20 +145,38 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     return loss.squeeze(0) if unbatched else loss
 
 
+def _blank_label_quirk(tgt, tgt_len, in_len, blank, dead, log_end_share, shape):
+    """[T, N, C]: what torch's backward adds, beyond the true gradient, for a target whose last label is the
+    blank itself (which its docs rule out, but it runs): at the sample's last frame it assigns the blank's
+    posterior from the last label's position alone, dropping the final blank position's share, the paths'
+    probability of ending there (exp(log_end_share))."""
+    extra = np.zeros(shape)
+    last_label = tgt[np.arange(len(tgt_len)), np.maximum(tgt_len - 1, 0)]
+    odd = (tgt_len > 0) & (last_label == blank) & (in_len > 0) & ~dead
+    if odd.any():
+        share = np.exp(np.asarray(log_end_share.tolist(), dtype=np.float64))
+        for i in np.nonzero(odd)[0]:
+            extra[in_len[i] - 1, i, blank] = share[i]
+    return extra
+
+
 class _TorchGradientTerm(Function):
     """A zero per sample whose gradient to log_probs [T, N, C] is exp(log_probs) · g_n over the sample's frames
-    (torch's extra term), NaN for the samples whose alignment is impossible (torch's, without zero_infinity)."""
+    (torch's extra term), NaN for the samples whose alignment is impossible (torch's, without zero_infinity),
+    plus extra · g_n (_blank_label_quirk)."""
 
     @staticmethod
-    def forward(ctx, lp, frames, nan_rows):
-        ctx.save_for_backward(lp, frames, nan_rows)
+    def forward(ctx, lp, frames, nan_rows, extra):
+        ctx.save_for_backward(lp, frames, nan_rows, extra)
         return _C._full([lp.shape[1]], 0.0, lp.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        lp, frames, nan_rows = ctx.saved_tensors
+        lp, frames, nan_rows, extra = ctx.saved_tensors
         scale = _C._functional.where(nan_rows, _C._full([], float("nan"), g.dtype), g)
-        return lp.exp() * (frames * scale.unsqueeze(0)).unsqueeze(2), None, None
+        # frames past a sample's input length keep gradient 0 (not 0 · NaN), as torch's
+        per_frame = _C._functional.where(frames > 0, frames * scale.unsqueeze(0), frames * 0.0)
+        return lp.exp() * per_frame.unsqueeze(2) + extra * g.reshape(1, -1, 1), None, None, None
 
 
 class CTCLoss(Module):

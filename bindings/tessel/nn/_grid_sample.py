@@ -28,22 +28,47 @@ def _base_coords(n, align_corners):
     return -1.0 + 2.0 * i / (n - 1) if align_corners else (2.0 * i + 1.0) / n - 1.0
 
 
+_DEFAULT_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since "
+                          "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
+                          "documentation of grid_sample for details.")
+
+
+def _default_align_corners(align_corners):
+    """align_corners unset: False, with torch's warning (its default changed in 1.3)."""
+    if align_corners is None:
+        import warnings
+        warnings.warn(_DEFAULT_ALIGN_WARNING, stacklevel=3)
+        return False
+    return align_corners
+
+
 def affine_grid(theta, size, align_corners=None):
     """torch.nn.functional.affine_grid: the sampling grid [N, H, W, 2] (or [N, D, H, W, 3]) of the affine maps
     theta [N, 2, 3] (or [N, 3, 4]) over an output of `size` [N, C, H, W] (or [N, C, D, H, W]); each
-    grid point is theta · (x, y[, z], 1) of the output pixel's normalized position."""
+    grid point is theta · (x, y[, z], 1) of the output pixel's normalized position. torch's checks, in its
+    order."""
+    align_corners = _default_align_corners(align_corners)
     size = [int(s) for s in size]
+    if not theta.dtype.is_floating_point:
+        raise ValueError("Expected theta to have floating point type, but got %s" % theta.dtype)
     if len(size) not in (4, 5):
         raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
                                   "respectively. Got size %s." % (size,))
     nd = len(size) - 2
-    if not theta.dtype.is_floating_point:
-        raise ValueError("Expected theta to have floating point type, but got %s" % theta.dtype)
-    if tuple(theta.shape) != (size[0], nd, nd + 1):
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (nd, nd + 1):
+        from .._tensor import Size
         raise ValueError("Expected a batch of %dD affine matrices of shape Nx%dx%d for size %s. Got %s."
-                         % (nd, nd, nd + 1, size, list(theta.shape)))
-    if min(size[2:]) <= 0:
+                         % (nd, nd, nd + 1, size, Size(theta.shape)))
+    if align_corners and min(size[2:]) == 1:
+        import warnings
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation "
+                      "of affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
         raise ValueError("Expected non-zero, positive output size. Got %s" % (size,))
+    if theta.shape[0] != size[0]:  # (torch's batched matmul of the base grid by theta's transpose says so)
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: "
+                           "[%d, %d]." % (size[0], nd + 1, theta.shape[0], nd + 1))
     spatial = size[2:]  # (H, W) or (D, H, W); the grid's last dim is (x, y[, z]): W first
     axes = [_base_coords(n, bool(align_corners)) for n in spatial]
     mesh = np.meshgrid(*axes, indexing="ij")
@@ -71,14 +96,22 @@ def _unnormalize(g, n, align_corners):
     return (g + 1.0) * ((n - 1) / 2.0) if align_corners else ((g + 1.0) * n - 1.0) / 2.0
 
 
-def _pad_coord(coord, n, padding_mode, align_corners):
+def _pad_coord(coord, n, padding_mode, align_corners, nd):
     """torch's compute_coordinates: a pixel coordinate moved inside by the padding mode (zeros: unchanged)."""
     if padding_mode == "border":
-        coord = coord.clamp(0.0, n - 1.0)
+        coord = _clip(coord, n, nd)
     elif padding_mode == "reflection":
         coord = _reflect(coord, 0.0, 2.0 * (n - 1)) if align_corners else _reflect(coord, -1.0, 2.0 * n - 1.0)
-        coord = coord.clamp(0.0, n - 1.0)
+        coord = _clip(coord, n, nd)
     return coord
+
+
+def _clip(coord, n, nd):
+    """coord clamped into [0, n - 1], and a NaN (a reflected ±inf's remainder among them) where torch's CPU
+    kernels put it instead of propagating it: the vectorized 2-D kernel orders its clamp's operands so that a
+    NaN lands on 0, the scalar 3-D one's std::min / std::max land it on n - 1."""
+    coord = coord.clamp(0.0, n - 1.0)
+    return _C._functional.where(coord != coord, _C._full([], 0.0 if nd == 2 else n - 1.0, coord.dtype), coord)
 
 
 @_float32_under_autocast
@@ -92,6 +125,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
                          "'reflection', but got: '%s'" % padding_mode)
+    align_corners = _default_align_corners(align_corners)
     nd = input.ndim - 2
     if mode == "bicubic" and nd != 2:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
@@ -104,6 +138,13 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if min(input.shape[2:]) <= 0:
         raise RuntimeError("grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
                            "sizes %s" % (list(input.shape),))
+    from .._subscript import _torch_dtype_name
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError("\"%s\" not implemented for '%s'" % (
+            "grid_sampler_2d_cpu_kernel_impl" if nd == 2 else "grid_sampler3d_cpu", _torch_dtype_name(input.dtype)))
+    if grid.dtype != input.dtype:  # torch's kernel promotes neither
+        raise RuntimeError("expected scalar type %s but found %s" % (_torch_dtype_name(input.dtype),
+                                                                     _torch_dtype_name(grid.dtype)))
     n, c = input.shape[0], input.shape[1]
     sizes = list(input.shape[2:])  # (H, W) or (D, H, W)
     out_spatial = list(grid.shape[1:-1])
@@ -112,7 +153,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     g = grid.to(acc).reshape(n, 1, -1, nd)  # [N, 1, L, nd]
     # coords[k]: pixel coordinate along input dim (2 + k), from grid component nd - 1 - k
     unpadded = [_unnormalize(g[..., nd - 1 - k], sizes[k], bool(align_corners)) for k in range(nd)]
-    coords = [_pad_coord(p, sizes[k], padding_mode, bool(align_corners)) for k, p in enumerate(unpadded)]
+    coords = [_pad_coord(p, sizes[k], padding_mode, bool(align_corners), nd) for k, p in enumerate(unpadded)]
     strides = [int(np.prod(sizes[k + 1:])) for k in range(nd)]
 
     def tap(positions):
@@ -137,7 +178,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         weights = [_cubic_taps(t) for t in fracs]
         out = None
         for offsets in itertools.product(range(4), repeat=nd):
-            positions = [_pad_coord(lows[k] + float(o - 1), sizes[k], padding_mode, bool(align_corners))
+            positions = [_pad_coord(lows[k] + float(o - 1), sizes[k], padding_mode, bool(align_corners), nd)
                          for k, o in enumerate(offsets)]
             weight = weights[0][offsets[0]]
             for k in range(1, nd):

@@ -138,7 +138,15 @@ def _elementwise_module(name, fn, doc, *fields, check=None):
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr, "__doc__": doc})
 
 
-def _loss_module(name, fn, doc, signature, passes):
+def _check_multi_margin(values):
+    if values["p"] != 1 and values["p"] != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if values["weight"] is not None and values["weight"].dim() != 1:
+        raise ValueError("MultiMarginLoss: expected weight to be None or 1D tensor, got %dD instead"
+                         % values["weight"].dim())
+
+
+def _loss_module(name, fn, doc, signature, passes, check=None):
     """torch's loss modules: `signature` is torch's constructor parameter order with defaults (positional
     arguments bind in it; unknown keywords are a TypeError); `passes` the ones handed to the functional
     form; the deprecated size_average / reduce become reduction= with torch's warning; weight / pos_weight are
@@ -155,6 +163,8 @@ def _loss_module(name, fn, doc, signature, passes):
         values.update(kwargs)
         if values.get("size_average") is not None or values.get("reduce") is not None:
             values["reduction"] = _reduction.legacy_get_string(values.get("size_average"), values.get("reduce"))
+        if check is not None:  # torch's constructor checks
+            check(values)
         for k in passes:
             if k in ("weight", "pos_weight"):  # buffers, as torch's: in the state dict, moved by .to() / .double()
                 self.register_buffer(k, values[k])
@@ -216,7 +226,8 @@ def _make_extra_modules():
                                               ("size", None), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
         MultiMarginLoss=_loss_module("MultiMarginLoss", Z.multi_margin_loss, "torch.nn.MultiMarginLoss",
                                      [("p", 1), ("margin", 1.0), ("weight", None), ("size_average", None),
-                                      ("reduce", None), ("reduction", "mean")], ["p", "margin", "weight", "reduction"]),
+                                      ("reduce", None), ("reduction", "mean")], ["p", "margin", "weight", "reduction"],
+                                     check=_check_multi_margin),
         MultiLabelSoftMarginLoss=_loss_module("MultiLabelSoftMarginLoss", Z.multilabel_soft_margin_loss,
                                               "torch.nn.MultiLabelSoftMarginLoss",
                                               [("weight", None), ("size_average", None), ("reduce", None),
@@ -285,7 +296,7 @@ def _make_extra_modules():
 
 
 class _TwoInputModule(Module):
-    """fn(x1, x2, *options) of two inputs and no parameters (PairwiseDistance, CosineSimilarity)."""
+    """fn(x1, x2, *options) of two inputs and no parameters (CosineSimilarity)."""
     _fn, _fields = None, ()
 
     def __init__(self, *args, **kwargs):
@@ -300,10 +311,16 @@ class _TwoInputModule(Module):
         return type(self)._fn(x1, x2, *[getattr(self, k) for k, _ in self._fields])
 
 
-class PairwiseDistance(_TwoInputModule):
-    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim."""
-    _fields = (("p", 2.0), ("eps", 1e-6), ("keepdim", False))
-    _fn = staticmethod(lambda a, b, p, eps, keepdim: _extra().pairwise_distance(a, b, p, eps, keepdim))
+class PairwiseDistance(Module):
+    """torch.nn.PairwiseDistance: ||x1 - x2 + eps||_p over the last dim; p is kept as .norm (torch's attribute,
+    which scripts read; there is no .p)."""
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        Module.__init__(self)
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return _extra().pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 class CosineSimilarity(_TwoInputModule):
@@ -346,6 +363,11 @@ class CosineEmbeddingLoss(_ThreeInputLoss):
 class TripletMarginLoss(_ThreeInputLoss):
     _fn_name = "triplet_margin_loss"
     _fields = (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False), ("reduction", "mean"))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.margin <= 0:
+            raise ValueError("TripletMarginLoss: expected margin to be greater than 0, got %s instead" % self.margin)
 
 
 class GaussianNLLLoss(Module):

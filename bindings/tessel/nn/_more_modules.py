@@ -147,6 +147,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """F.multilabel_margin_loss: per sample, Σ over its target entries j (target's entries up to the first -1; a
     class listed twice counts twice, as torch's) and non-target classes i of max(0, 1 - (x[j] - x[i])), divided
     by the number of classes."""
+    from .._losses import _legacy
+    reduction = _legacy(size_average, reduce, reduction)
     squeeze = input.dim() == 1
     x = input.unsqueeze(0) if squeeze else input
     y = target.unsqueeze(0) if target.dim() == 1 else target
@@ -178,9 +180,8 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
                                       reduction="mean"):
     """F.triplet_margin_with_distance_loss: max(d(a, p) - d(a, n) + margin, 0) with d pairwise_distance unless
     given; swap takes min(d(a, n), d(p, n)) as the negative distance."""
-    if margin <= 0:
-        raise ValueError("TripletMarginWithDistanceLoss: expected margin to be greater than 0, got %s instead"
-                         % margin)
+    if margin <= 0:  # (the module's own check words it as "TripletMarginWithDistanceLoss: expected ...")
+        raise ValueError("margin must be greater than 0, got %s" % margin)
     from .._extra import pairwise_distance
     d = distance_function if distance_function is not None else pairwise_distance
     d_ap, d_an = d(anchor, positive), d(anchor, negative)

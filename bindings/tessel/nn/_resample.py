@@ -29,6 +29,8 @@ def _select(x, dim, index):
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad: (left, right, top, bottom, ...) amounts for the last len(pad) / 2 dims;
     constant (value, default 0; negative amounts crop), reflect, replicate or circular."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError("Unrecognised padding mode %s" % mode)
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     if len(pad) // 2 > input.ndim:
@@ -37,10 +39,14 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "constant":
         from .._extra import pad as constant_pad
         return constant_pad(input, pad, "constant", value)
-    if mode not in ("reflect", "replicate", "circular"):
-        raise NotImplementedError("pad(mode=%r): supported modes are constant, reflect, replicate, circular" % mode)
     if value not in (None, 0, 0.0):
         raise RuntimeError("Padding mode \"%s\" doesn't take in value argument" % mode)
+    if input.ndim not in (len(pad) // 2 + 1, len(pad) // 2 + 2) or not pad:  # torch's kernels: [N,] C, *padded
+        raise NotImplementedError(
+            "Padding size %d is not supported for %dD input tensor.\nSupported combinations for non-constant "
+            "padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: padding size "
+            "= 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)"
+            % (len(pad), input.ndim))
     if mode in ("reflect", "replicate") and _C._autocast_state()[0] and input.dtype in (_dtypes.bfloat16,
                                                                                         _dtypes.float16):
         input = input.to(_dtypes.float32)  # torch's CPU autocast float32 list (reflection / replication pads)
@@ -69,7 +75,11 @@ def _output_sizes(x, nd, size, scale_factor):
     if (size is None) == (scale_factor is None):
         raise ValueError("only one of size or scale_factor should be defined")
     if size is not None:
-        sizes = [int(size)] * nd if isinstance(size, int) else [int(s) for s in size]
+        if isinstance(size, (tuple, list)) and len(size) == nd and \
+                not all(isinstance(s, (int, np.integer)) or _integer_tensor(s) for s in size):
+            raise TypeError("expected size to be one of int or Tuple[int] or Tuple[int, int] or Tuple[int, int, int], "
+                            "but got size with types %s" % [type(s) for s in size])
+        sizes = [int(size)] * nd if not isinstance(size, (tuple, list)) else [int(s) for s in size]
         if len(sizes) != nd:
             raise ValueError("Input and output must have the same number of spatial dimensions, but got input with "
                              "spatial dimensions of %s and output size of %s" % (spatial, list(size)))
@@ -80,6 +90,23 @@ def _output_sizes(x, nd, size, scale_factor):
         raise ValueError("Input and scale_factor must have the same number of spatial dimensions, but got input "
                          "with spatial dimensions of %s and scale_factor of shape %s" % (spatial, list(scale_factor)))
     return [int(math.floor(spatial[i] * scales[i])) for i in range(nd)], scales
+
+
+def _integer_tensor(s):
+    return isinstance(s, _C.Tensor) and not s.dtype.is_floating_point and s.numel() == 1
+
+
+def _check_sizes(input, outs):
+    """torch's upsample kernels refuse an empty spatial input or output dim (size=0, or a scale_factor that
+    floors a size to 0), naming them (W), (H, W) or (D, H, W)."""
+    nd = len(outs)
+    ins = list(input.shape[2:])
+    if min(ins) > 0 and min(outs) > 0:
+        return
+    names = "DHW"[3 - nd:]
+    text = lambda sizes: ", ".join("%s: %d" % (n, v) for n, v in zip(names, sizes))  # noqa: E731
+    raise RuntimeError("Input and output sizes should be greater than 0, but got input (%s)%s output (%s)"
+                       % (text(ins), " and" if nd == 1 else "", text(outs)))
 
 
 @_autocast_off
@@ -93,9 +120,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if nd < 1 or nd > 3:
         raise NotImplementedError("interpolate: input must be 3-D, 4-D or 5-D (got %dD)" % input.ndim)
     linear_modes = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
     if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
-        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
-                         "as input")
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D "
+                         "tensor as input")
     if mode == "area":
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
@@ -114,6 +143,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     outs, scales = _output_sizes(input, nd, size, scale_factor)
     if recompute_scale_factor:
         scales = [None] * nd
+    _check_sizes(input, outs)
+    if antialias and input.dtype in (_dtypes.float16, _dtypes.bfloat16):
+        raise NotImplementedError("\"compute_index_ranges_weights\" not implemented for '%s'"
+                                  % ("Half" if input.dtype == _dtypes.float16 else "BFloat16"))
+    if input.dtype == _dtypes.uint8 and mode in linear_modes:
+        if nd != 2:
+            raise NotImplementedError("\"compute_indices_weights_linear\" not implemented for 'Byte'")
+        from ._resample_uint8 import resample_uint8
+        return resample_uint8(input, outs, scales, mode, bool(align_corners), antialias)
     kept_all = all(outs[i] == input.shape[2 + i] for i in range(nd))
     from ._conv_ops import _DenseGrad
     out = input if kept_all else _DenseGrad.apply(input)  # input's gradient contiguous, as torch's
@@ -216,6 +254,9 @@ def _cubic_weights(src, n_in):
 
 def pixel_shuffle(input, upscale_factor):
     """[*, C·r², H, W] -> [*, C, H·r, W·r]."""
+    if input.ndim < 3:
+        raise RuntimeError("pixel_shuffle expects input to have at least 3 dimensions, but got input with %d "
+                           "dimension(s)" % input.ndim)
     r = int(upscale_factor)
     *lead, c, h, w = input.shape
     if c % (r * r):
@@ -230,6 +271,9 @@ def pixel_shuffle(input, upscale_factor):
 
 def pixel_unshuffle(input, downscale_factor):
     """[*, C, H·r, W·r] -> [*, C·r², H, W]."""
+    if input.ndim < 3:
+        raise RuntimeError("pixel_unshuffle expects input to have at least 3 dimensions, but got input with %d "
+                           "dimension(s)" % input.ndim)
     r = int(downscale_factor)
     *lead, c, h, w = input.shape
     if h % r or w % r:

@@ -8,7 +8,6 @@ from .._autocast_policy import autocast_off as _autocast_off_eb, float32_under_a
 from .._C._functional import (  # noqa: F401
     embedding,
     gelu,
-    layer_norm,
     linear,
     log_softmax,
     scaled_dot_product_attention,
@@ -21,9 +20,27 @@ from .._C._functional import (  # noqa: F401
 _TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
+def _check_int_tuple(function, normalized_shape):
+    """torch's argument parser: normalized_shape is a sequence of ints (the bound op took a bare int as [n])."""
+    if not isinstance(normalized_shape, (tuple, list)):  # (tessel.Size is a tuple)
+        raise TypeError("%s(): argument 'normalized_shape' (position 2) must be tuple of ints, not %s"
+                        % (function, type(normalized_shape).__name__))
+    for i, n in enumerate(normalized_shape):
+        if isinstance(n, float):
+            raise TypeError("%s(): argument 'normalized_shape' (position 2) must be tuple of ints, but found "
+                            "element of type float at pos %d" % (function, i))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm: one C++ op, after torch's check of normalized_shape."""
+    _check_int_tuple("layer_norm", normalized_shape)
+    return _C._functional.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch.nn.functional.rms_norm: one C++ op; a weight of another floating dtype than the input takes torch's
     unfused path (its warning; the result in the promoted dtype) instead of an error."""
+    _check_int_tuple("rms_norm", normalized_shape)
     if weight is not None and weight.dtype != input.dtype and weight.dtype.is_floating_point and \
             input.dtype.is_floating_point:
         import warnings
@@ -108,6 +125,15 @@ def _no_weight_grad(function, **weights):
                                "cannot have requires_grad True." % (function, name))
 
 
+def _check_weight_dtype(input, weight):
+    """torch's nll_loss kernel takes class weights of the input's dtype only (a float64 weight next to float32
+    logits is an error there, not a promotion)."""
+    if weight is not None and weight.dtype != input.dtype:
+        from .._subscript import _torch_dtype_name
+        raise RuntimeError("expected scalar type %s but found %s" % (_torch_dtype_name(input.dtype),
+                                                                     _torch_dtype_name(weight.dtype)))
+
+
 def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     """torch's cross-entropy against class probabilities: -sum_c w_c t_c log softmax(x)_c per element, the
     targets first smoothed to t (1 - eps) + eps / C; "mean" divides by the number of elements (not the weights)."""
@@ -119,7 +145,7 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     if weight is not None:
         shape = [1] * input.ndim
         shape[class_dim] = classes
-        terms = terms * weight.to(terms.dtype).reshape(*shape)  # differentiable in weight, as torch's composite
+        terms = terms * weight.reshape(*shape)  # differentiable in weight; dtypes promote, as torch's composite
     loss = -terms.sum(class_dim)
     if reduction == "none":
         return loss
@@ -139,6 +165,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     the sum of weight[target_i] over the rows not ignored; label smoothing adds eps/C * sum_c weight[c] *
     -log p(c), normalized the same way. The weights take no gradient (torch's nll_loss has none for them).
     A floating target of the input's shape holds class probabilities (_soft_cross_entropy)."""
+    if size_average is not None or reduce is not None:
+        from .._losses import _legacy
+        reduction = _legacy(size_average, reduce, reduction)
     if target.dtype == _C.dtype.uint8:  # torch takes Byte class indices as well as Long
         target = target.long()
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
@@ -146,7 +175,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise RuntimeError("ignore_index is not supported for floating point target")
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     _no_weight_grad("nll_loss_forward", weight=weight)
-    loss = _C._functional.cross_entropy(input, target, None, size_average, ignore_index, reduce,
+    _check_weight_dtype(input, weight)
+    loss = _C._functional.cross_entropy(input, target, None, None, ignore_index, None,
                                         reduction if weight is None else "none", 0.0 if weight is not None
                                         else label_smoothing)
     if weight is None:
