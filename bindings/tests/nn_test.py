@@ -1427,7 +1427,7 @@ def test_torch_idioms_argmax_max_values_in_place_scalars_data_and_losses():
     assert F.cross_entropy(x, y, reduction="sum", label_smoothing=0.1).item() == pytest.approx(smooth.sum(), rel=1e-6)
     # Class weights w (torch): row i costs w[y_i]·nll_i, the mean divides by the sum of w[y_i] over the rows
     # kept; smoothing adds e/C·sum_c w_c·(lse - x_c), normalized the same way. ignore_index drops row 1.
-    w = np.array([0.5, 2.0, 3.0])
+    w = np.array([0.5, 2.0, 3.0], dtype=np.float32)  # the input's dtype: torch refuses a float64 weight
     nll = lse - x_np[[0, 1], [1, 2]]
     assert F.cross_entropy(x, y, tessel.tensor(w)).item() == pytest.approx((2.0 * nll[0] + 3.0 * nll[1]) / 5.0, rel=1e-6)
     ce = nn.CrossEntropyLoss(weight=tessel.tensor(w), ignore_index=2, label_smoothing=0.1, reduction="sum")

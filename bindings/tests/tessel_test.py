@@ -35,8 +35,10 @@ def test_numpy_round_trip_keeps_values_shape_and_dtype():
 
 
 def test_unsupported_dtype_is_a_type_error():
-    with pytest.raises(TypeError, match="unsupported numpy dtype complex64"):
-        tessel.tensor(np.zeros(3, dtype=np.complex64))
+    with pytest.raises(TypeError, match="unsupported numpy dtype <U1"):
+        tessel.tensor(np.array(["a", "b"]))
+    t = tessel.tensor(np.array([1 + 2j, 3 - 1j], dtype=np.complex64))  # complex arrays convert, as torch's
+    assert t.dtype == tessel.complex64 and t.real.tolist() == [1.0, 3.0] and t.imag.tolist() == [2.0, -1.0]
 
 
 def train_losses(world_size):
