@@ -107,7 +107,7 @@ def test_kl_divergences_equal_their_closed_forms():
     close(D.kl_divergence(D.Uniform(t64([0.0]), t64([1.0])), D.Uniform(t64([0.5]), t64([3.0]))), [np.inf])
     ind = D.kl_divergence(D.Independent(D.Normal(t64(m1), t64(s1)), 1), D.Independent(D.Normal(t64(m2), t64(s2)), 1))
     close(ind, kl.numpy().sum())
-    with pytest.raises(NotImplementedError, match="p = Normal and q = Categorical"):
+    with pytest.raises(NotImplementedError, match="p type Normal and q type Categorical"):
         D.kl_divergence(D.Normal(0.0, 1.0), D.Categorical(probs=t64(p)))
 
     class Half(D.Normal):

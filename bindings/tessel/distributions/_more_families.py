@@ -80,6 +80,7 @@ class MultivariateNormal(Distribution):
     arg_constraints = {"loc": constraints.real}
     support = constraints.real
     has_rsample = True
+    _unexpanded = ("_unbroadcasted_scale_tril",)
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
         given = [m is not None for m in (covariance_matrix, precision_matrix, scale_tril)]
@@ -242,6 +243,12 @@ class Gamma(Distribution):
     def log_prob(self, value):
         a, b = self.concentration, self.rate
         return _xlogy(a, b) + _xlogy(a - 1, value) - b * value - a.lgamma()  # (torch's: 0 · log 0 is 0 at x = 0)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        from .. import special
+        return special.gammainc(self.concentration, self.rate * value)
 
     def entropy(self):
         a = self.concentration
@@ -411,7 +418,15 @@ class Binomial(_ProbsOrLogits):
             self._validate_params(("total_count",))
 
     support = property(lambda self: constraints.integer_interval(0, self.total_count))
+    has_enumerate_support = True
     mean = property(lambda self: self.total_count * self.probs)
+
+    def enumerate_support(self, expand=True):
+        top = int(self.total_count.max().item())
+        if not self.total_count.min().item() == top:
+            raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
+        values = _tensor.arange(1 + top, dtype=self._param.dtype).reshape((-1,) + (1,) * len(self._batch_shape))
+        return values.expand(-1, *self._batch_shape) if expand else values
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
 
     def sample(self, sample_shape=()):

@@ -67,6 +67,41 @@ class Distribution:
     batch_shape = property(lambda self: self._batch_shape)
     event_shape = property(lambda self: self._event_shape)
 
+    @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    @property
+    def mode(self):
+        raise NotImplementedError("%s does not implement mode" % type(self))
+
+    # tensors kept at their given shape by expand (torch keeps its _unbroadcasted_* factors and temperatures)
+    _unexpanded = ()
+
+    def expand(self, batch_shape, _instance=None):
+        """A new instance with batch dims expanded to batch_shape (views, no new validation), as torch's: a
+        tensor attribute that leads with the batch shape becomes batch_shape + its trailing dims, a component
+        distribution that does is expanded likewise; anything else (counts, unbroadcasted factors) is shared."""
+        batch_shape = _tensor.Size(batch_shape)
+        new = type(self).__new__(type(self)) if _instance is None else _instance
+        old, nb = tuple(self._batch_shape), len(self._batch_shape)
+        for name, value in self.__dict__.items():
+            if name in new.__dict__ or name in self._unexpanded:
+                new.__dict__.setdefault(name, value)
+                continue
+            if isinstance(value, _C.Tensor) and value.dim() >= nb and tuple(value.shape[:nb]) == old:
+                value = value.expand(*(tuple(batch_shape) + tuple(value.shape[nb:])))
+            elif isinstance(value, Distribution) and tuple(value.batch_shape[:nb]) == old:
+                value = value.expand(tuple(batch_shape) + tuple(value.batch_shape[nb:]))
+            new.__dict__[name] = value
+        new._batch_shape, new._event_shape = batch_shape, self._event_shape
+        new._validate_args = self._validate_args
+        return new
+
     def _extended_shape(self, sample_shape=()):
         sample_shape = (sample_shape,) if isinstance(sample_shape, int) else tuple(sample_shape)
         return _tensor.Size(sample_shape + tuple(self._batch_shape) + tuple(self._event_shape))
@@ -108,6 +143,16 @@ class Distribution:
     def _validate_sample(self, value):
         if not isinstance(value, _C.Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor, got %s" % type(value).__name__)
+        event = tuple(self._event_shape)
+        actual = tuple(value.shape)
+        if actual[len(actual) - len(event):] != event:
+            raise ValueError("The right-most size of value must match event_shape: %s vs %s."
+                             % (_tensor.Size(actual), self._event_shape))
+        expected = tuple(self._batch_shape) + event
+        for i, j in zip(reversed(actual), reversed(expected)):
+            if i != 1 and j != 1 and i != j:
+                raise ValueError("Value is not broadcastable with batch_shape+event_shape: %s vs %s."
+                                 % (_tensor.Size(actual), _tensor.Size(expected)))
         support = self.support
         if support is None:
             return
@@ -117,12 +162,13 @@ class Distribution:
                              "distribution %r, but found invalid values:\n%r" % (tuple(value.shape), support, self,
                                                                                  value))
 
-    def __repr__(self):  # torch's: a one-element parameter by value, others by shape
+    def __repr__(self):  # torch's: a one-element parameter by value (a 0-d one as its number), others by shape
         parts = []
         for k in self.arg_constraints:
             v = self.__dict__.get(k)
             if isinstance(v, _C.Tensor):
-                parts.append("%s: %r" % (k, v if v.numel() == 1 else _tensor.Size(v.shape)))
+                shown = v.item() if v.dim() == 0 else v if v.numel() == 1 else _tensor.Size(v.shape)
+                parts.append("%s: %s" % (k, shown if v.dim() == 0 else repr(shown)))
         return "%s(%s)" % (type(self).__name__, ", ".join(parts))
 
 

@@ -1,10 +1,16 @@
 """torch.distributions.kl: kl_divergence(p, q) dispatched on both types, and register_kl for new pairs.
 
 Closed forms (torch's) for Normal, LogNormal, Uniform, Exponential, Laplace, Bernoulli, Categorical,
-OneHotCategorical pairs and Independent wrappers; a pair with no registered form raises
-NotImplementedError naming both types.
+OneHotCategorical, MultivariateNormal, Gamma and Beta pairs and Independent wrappers here, the rest of torch's
+registry (same-family pairs of the other families, TransformedDistribution pairs, the cross-family pairs) in
+_kl_pairs.py; a pair with no registered form raises NotImplementedError naming both types.
+
+Dispatch is torch's: among the registered (P, Q) pairs that the arguments' types subclass, the least in the
+lexicographic subclass order wins; when ordering by Q first picks another function, a RuntimeWarning names the
+ambiguity (and P's choice is used).
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -25,13 +31,47 @@ def register_kl(type_p, type_q):
     return deco
 
 
-def kl_divergence(p, q):
-    matches = [(tp, tq) for (tp, tq) in _KL if isinstance(p, tp) and isinstance(q, tq)]
+def _precedes(a, b):
+    """a <= b: at the first position where the types differ, a's is a subclass of b's."""
+    for x, y in zip(a, b):
+        if not issubclass(x, y):
+            return False
+        if x is not y:
+            break
+    return True
+
+
+def _least(pairs):
+    best = pairs[0]
+    for pair in pairs[1:]:
+        if pair != best and _precedes(pair, best):
+            best = pair
+    return best
+
+
+def _dispatch(type_p, type_q):
+    matches = [(tp, tq) for (tp, tq) in _KL if issubclass(type_p, tp) and issubclass(type_q, tq)]
     if not matches:
-        raise NotImplementedError("No KL(p || q) is implemented for p = %s and q = %s" % (type(p).__name__,
-                                                                                          type(q).__name__))
-    best = min(matches, key=lambda m: (type(p).__mro__.index(m[0]), type(q).__mro__.index(m[1])))
-    return _KL[best](p, q)
+        return None
+    left_p, left_q = _least(matches)
+    right_q, right_p = _least([(tq, tp) for tp, tq in matches])
+    if _KL[left_p, left_q] is not _KL[right_p, right_q]:
+        warnings.warn("Ambiguous kl_divergence(%s, %s). Please register_kl(%s, %s)"
+                      % (type_p.__name__, type_q.__name__, left_p.__name__, right_q.__name__), RuntimeWarning,
+                      stacklevel=3)
+    return _KL[left_p, left_q]
+
+
+def kl_divergence(p, q):
+    fn = _dispatch(type(p), type(q))
+    if fn is None:
+        raise NotImplementedError("No KL(p || q) is implemented for p type %s and q type %s"
+                                  % (type(p).__name__, type(q).__name__))
+    return fn(p, q)
+
+
+def _event_shapes_differ(what):  # (torch's message keeps its source's line continuation: a run of 26 spaces)
+    return "KL-divergence between two %s with%sdifferent event shapes cannot be computed" % (what, " " * 26)
 
 
 def _set(cond, t, value):
@@ -106,6 +146,8 @@ def _more():
 def _kl_mvn_mvn(p, q):
     """½ (tr(Σq⁻¹Σp) + (μq - μp)ᵀ Σq⁻¹ (μq - μp) - n + log det Σq - log det Σp), through q's Cholesky factor."""
     from .. import linalg
+    if p.event_shape != q.event_shape:
+        raise ValueError(_event_shapes_differ("Multivariate Normals"))
     n = p.event_shape[0]
     lq = q._unbroadcasted_scale_tril
     lp = p._unbroadcasted_scale_tril
@@ -133,3 +175,11 @@ def _kl_beta_beta(p, q):
     t1 = a2.lgamma() + b2.lgamma() + s1.lgamma()
     t2 = a1.lgamma() + b1.lgamma() + (a2 + b2).lgamma()
     return t1 - t2 + (a1 - a2) * a1.digamma() + (b1 - b2) * b1.digamma() + (a2 - a1 + b2 - b1) * s1.digamma()
+
+
+def _register_the_rest():  # after the pairs above exist: _kl_pairs reuses _kl_normal_normal and _set
+    from . import _kl_pairs
+    return _kl_pairs
+
+
+_register_the_rest()
