@@ -21,16 +21,25 @@ from .._C._functional import (  # noqa: F401
 _TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
+_rms_norm_warned = []  # torch's TORCH_WARN_ONCE: the mismatch warning once per process
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch.nn.functional.rms_norm: one C++ op; a weight of another floating dtype than the input takes torch's
-    unfused path (its warning; the result in the promoted dtype) instead of an error."""
+    unfused path (its warning, once): the input normalized in float32 (float64 for float64 input), times the
+    weight, cast back to the input's dtype (bfloat16 x with a float32 weight is bfloat16, as torch's)."""
     if weight is not None and weight.dtype != input.dtype and weight.dtype.is_floating_point and \
             input.dtype.is_floating_point:
-        import warnings
-        name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
-        warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot dispatch "
-                      "to fused implementation." % (name(input), name(weight)), stacklevel=2)
-        return _C._functional.rms_norm(input, normalized_shape, None, eps) * weight
+        if not _rms_norm_warned:
+            import warnings
+            _rms_norm_warned.append(True)
+            name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
+            warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot "
+                          "dispatch to fused implementation." % (name(input), name(weight)), stacklevel=2)
+        # torch's unfused path normalizes in the input's math dtype (float32 for bfloat16 / float16) and rounds
+        # once, after the weight
+        wide = input if input.dtype in (_C.dtype.float32, _C.dtype.float64) else input.to(_C.dtype.float32)
+        return (_C._functional.rms_norm(wide, normalized_shape, None, eps) * weight).to(input.dtype)
     return _C._functional.rms_norm(input, normalized_shape, weight, eps)
 
 
