@@ -337,6 +337,24 @@ def multi_head_attention_forward(*args, **kwargs):
     return forward(*args, **kwargs)
 
 
+def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """torch's private helper (model code calls it): a bool mask as a float one of target_type, -inf where
+    True (a float mask as it is); AssertionError for other dtypes, the deprecation warning when check_other and
+    the mask's dtype is not other_type."""
+    if mask is None:
+        return None
+    is_float = mask.dtype.is_floating_point
+    if mask.dtype != _C.dtype.bool and not is_float:
+        raise AssertionError("only bool and floating types of %s are supported" % mask_name)
+    if check_other and other_type is not None and mask.dtype != other_type:
+        import warnings
+        warnings.warn("Support for mismatched %s and %s is deprecated. Use same type for both instead."
+                      % (mask_name, other_name), stacklevel=2)
+    if not is_float:
+        mask = _C._functional.where(mask, _C._full([], float("-inf"), target_type), _C._full([], 0.0, target_type))
+    return mask
+
+
 def _size_text(t):
     return "torch.Size([%s])" % ", ".join(str(int(n)) for n in t.shape)
 
