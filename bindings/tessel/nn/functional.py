@@ -11,11 +11,58 @@ from .._C._functional import (  # noqa: F401
     layer_norm,
     linear,
     log_softmax,
-    scaled_dot_product_attention,
     sigmoid,
     softmax,
     tanh,
 )
+
+
+from .. import backends as _backends  # (its sdp flags: scaled_dot_product_attention reads them)
+
+_NO_VIABLE_BACKEND = ("No viable backend for scaled_dot_product_attention was found. This is likely due to turning "
+                      "off both the math kernel and the fused kernels.")
+
+
+def scaled_dot_product_attention(*args, **kwargs):
+    """torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+    is_causal=False, scale=None, enable_gqa=False): one C++ op. Before it, torch's two Python-visible rules:
+    a CausalBias attn_mask (nn/attention/bias.py) picks its own call, and the sdp flags (sdpa_kernel) must leave
+    a CPU backend that can run it."""
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    if mask is not None and not isinstance(mask, _C.Tensor):
+        from .attention.bias import CausalBias
+        if isinstance(mask, CausalBias):
+            return CausalBias._dispatch(*args, **kwargs)
+    sdp = _backends._sdp
+    if not (sdp["math"] and sdp["flash"]):
+        _check_sdpa_backends(sdp, args, kwargs)
+    return _C._functional.scaled_dot_product_attention(*args, **kwargs)
+
+
+def _check_sdpa_backends(sdp, args, kwargs):
+    """torch's CPU choice: the math kernel takes anything; the flash one (the only fused CPU kernel) no dropout
+    and no value head size other than the query's and key's. Neither possible: torch's RuntimeErrors (after
+    its warnings naming why flash could not run)."""
+    if sdp["math"]:
+        return
+    if not sdp["flash"]:
+        raise RuntimeError(_NO_VIABLE_BACKEND)
+    named = ("query", "key", "value", "attn_mask", "dropout_p")
+    got = dict(zip(named, args), **{k: v for k, v in kwargs.items() if k in named})
+    if any(got.get(k) is None for k in named[:3]):
+        return  # (the op itself reports the missing argument)
+    reasons = []
+    if got.get("dropout_p", 0.0) > 0.0:
+        reasons.append("Both fused kernels do not support non-zero dropout.")
+    q, k, v = (got[name].size(-1) for name in named[:3])
+    if not q == k == v:
+        reasons.append("Flash attention requires q,k,v to have the same last dimension. Got Query.size(-1): %d, "
+                       "Key.size(-1): %d, Value.size(-1): %d instead." % (q, k, v))
+    if reasons:
+        import warnings
+        for text in ["Flash attention kernel not used because:"] + reasons:
+            warnings.warn(text, stacklevel=3)
+        raise RuntimeError("No available kernel.  Aborting execution.")
 
 
 _TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
