@@ -11,9 +11,10 @@ real function is the pair of real partial derivatives).
 What is covered: creation (view_as_complex, polar, complex, zeros/ones/empty/tensor with a complex dtype
 through the factories' dtype), shape ops on the leading dimensions (view, reshape, indexing, unsqueeze,
 squeeze, flatten, transpose, permute, expand, contiguous, clone, detach), arithmetic (+, -, * and / with
-complex, real tensors and numbers), conj, abs, angle (of constants), .real / .imag views, numpy(), and
-module buffers (register_buffer, attribute assignment, named_buffers, state_dict, load_state_dict; they are
-never cast by Module.to(float dtype), as in torch). Anything else raises AttributeError naming this module,
+complex, real tensors and numbers), elementwise == and != (bool tensors), conj, abs, angle (of constants),
+.real / .imag views, numpy(), .to(a real dtype) (the real part, with torch's warning), and module buffers
+(register_buffer, attribute assignment, named_buffers, state_dict, load_state_dict; Module.to(float dtype)
+casts them to real buffers, as torch 2.15). Anything else raises AttributeError naming this module,
 instead of computing on the interleaved real view. A ComplexTensor is not an instance of tessel.Tensor.
 
 Example:
@@ -197,8 +198,8 @@ class ComplexTensor:
         return ComplexTensor(self._r.detach().clone().requires_grad_(self._r.requires_grad))
 
     def to(self, *args, **kwargs):
-        """Devices other than the CPU raise as for real tensors; a complex dtype converts the parts; a real
-        dtype is refused (torch would drop the imaginary part with a warning)."""
+        """Devices other than the CPU raise as for real tensors; a complex dtype converts the parts; a real one
+        keeps the real part, with torch's warning (once per process, as torch's)."""
         dtype = kwargs.pop("dtype", None)
         rest = []
         for a in args:
@@ -212,7 +213,11 @@ class ComplexTensor:
         if dtype is None or dtype == self.dtype:
             return self if r is self._r else ComplexTensor(r)
         if not isinstance(dtype, ComplexDType):
-            raise _unsupported("to(%s)" % dtype)
+            if dtype == _dtypes.bool:
+                raise _unsupported("to(%s)" % dtype)
+            _warn_discarding_imaginary()
+            real = r.select(-1, 0)
+            return real.to(dtype) if real.dtype != dtype else real.clone()
         return ComplexTensor(r.to(dtype.real))
 
     def type_as(self, other):
@@ -317,6 +322,40 @@ class ComplexTensor:
             return (self.conj() * other) * (1.0 / (a * a + b * b))
         return NotImplemented
 
+    def _compared(self, other):
+        """(self's parts, other's parts) for == and !=: a real tensor or number has a zero imaginary part; None
+        for what is not compared elementwise."""
+        a, b = self._pair()
+        if isinstance(other, ComplexTensor):
+            c, d = other._pair()
+            if a.dtype != c.dtype:  # complex64 next to complex128: compared in float64
+                a, b, c, d = (t.to(_dtypes.float64) for t in (a, b, c, d))
+            return (a, b), (c, d)
+        if isinstance(other, Tensor):
+            r, other = self._with_real(other)
+            return (r.select(-1, 0), r.select(-1, 1)), (other, 0.0)
+        if isinstance(other, numbers.Number):
+            z = builtins.complex(other)
+            return (a, b), (z.real, z.imag)
+        return None
+
+    def __eq__(self, other):
+        """Elementwise, as torch's: a bool tensor, True where both parts are equal."""
+        pairs = self._compared(other)
+        if pairs is None:
+            return NotImplemented
+        (a, b), (c, d) = pairs
+        return (a == c) & (b == d)
+
+    def __ne__(self, other):
+        pairs = self._compared(other)
+        if pairs is None:
+            return NotImplemented
+        (a, b), (c, d) = pairs
+        return (a != c) | (b != d)
+
+    __hash__ = object.__hash__  # (defining __eq__ would drop it) identity, as a torch tensor's
+
     def abs(self):
         a, b = self._pair()
         return (a * a + b * b).sqrt()
@@ -330,6 +369,16 @@ class ComplexTensor:
 
     def __getattr__(self, name):
         raise AttributeError("'ComplexTensor' object has no attribute '%s' (%s)" % (name, _unsupported(name)))
+
+
+_warned_imaginary = []  # torch's TORCH_WARN_ONCE: the warning once per process
+
+
+def _warn_discarding_imaginary():
+    if not _warned_imaginary:
+        import warnings
+        _warned_imaginary.append(True)
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
 
 
 def _from_parts(re, im):

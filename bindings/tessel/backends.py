@@ -1,9 +1,10 @@
 """torch.backends for ported scripts: the flags training scripts set (cudnn.benchmark / deterministic /
 allow_tf32, cuda.matmul.allow_tf32, ...) and the availability checks of device selection code
-(mps.is_available(), cudnn.is_available()). Each flag is kept and reads back as set. None changes
-tessel's numerics: its CPU float32 GEMMs never use TF32 (allowing it permits, not requires, lower
-precision), its convolutions are not cuDNN's, and its kernels are deterministic whatever the flags say
-(tessel.use_deterministic_algorithms)."""
+(mps.is_available(), cudnn.is_available()). Each flag is kept and reads back as set; the scaled-dot-product
+ones (cuda.enable_math_sdp, ..., nn.attention.sdpa_kernel) also decide whether attention can run, as on
+torch's CPU. None changes tessel's numerics: its CPU float32 GEMMs never use TF32 (allowing it permits, not
+requires, lower precision), its convolutions are not cuDNN's, and its kernels are deterministic whatever the
+flags say (tessel.use_deterministic_algorithms)."""
 import contextlib as _contextlib
 import sys as _sys
 import types as _types
@@ -39,7 +40,8 @@ cudnn = _flags("cudnn", "torch.backends.cudnn: cuDNN is not what tessel calls; t
                enabled=True, benchmark=False, benchmark_limit=10, deterministic=False, allow_tf32=True,
                is_available=lambda: False, version=lambda: None, is_acceptable=lambda tensor: False)
 cudnn.flags = _flags_context(cudnn, "enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32")
-cuda = _flags("cuda", "torch.backends.cuda: matmul flags (kept) and scaled-dot-product backends.",
+cuda = _flags("cuda", "torch.backends.cuda: matmul flags (kept) and scaled-dot-product backends (their flags decide "
+              "whether scaled_dot_product_attention can run, as on torch's CPU: math or flash must be enabled).",
               is_built=lambda: False)  # as tessel.cuda.is_available(): the Python face computes on the CPU
 
 
@@ -75,6 +77,28 @@ _sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
 for _kind in list(_sdp):
     setattr(cuda, "enable_%s_sdp" % _kind, (lambda k: lambda enabled: _sdp.__setitem__(k, bool(enabled)))(_kind))
     setattr(cuda, "%s_sdp_enabled" % _kind, (lambda k: lambda: _sdp[k])(_kind))
+
+
+class _SDPAParams:
+    """torch.backends.cuda.SDPAParams: the arguments of one attention call, for the can_use_* checks."""
+
+    def __init__(self, query, key, value, attn_mask, dropout, is_causal, enable_gqa=False):
+        self.query, self.key, self.value, self.attn_mask = query, key, value, attn_mask
+        self.dropout, self.is_causal, self.enable_gqa = dropout, is_causal, enable_gqa
+
+
+def _no_cuda_kernel(name):
+    def check(params, debug=False):
+        """False: tessel's Python face computes on the CPU, where torch's CUDA attention kernels cannot run."""
+        return False
+    check.__name__ = check.__qualname__ = name
+    return check
+
+
+cuda.SDPAParams = _SDPAParams
+for _kernel in ("flash", "efficient", "cudnn"):
+    setattr(cuda, "can_use_%s_attention" % _kernel, _no_cuda_kernel("can_use_%s_attention" % _kernel))
+cuda.is_flash_attention_available = lambda: False
 mps = _flags("mps", "torch.backends.mps: no Apple GPU here.", is_available=lambda: False, is_built=lambda: False)
 mkldnn = _flags("mkldnn", "torch.backends.mkldnn: tessel's float32 and bfloat16 GEMMs run through oneDNN.",
                 enabled=True, deterministic=False, allow_tf32=True, is_available=lambda: True)

@@ -51,6 +51,8 @@ RMSNorm = _C.RMSNorm
 from ._copy import _record_constructor_args  # noqa: E402
 for _layer in (Linear, Embedding, LayerNorm, RMSNorm):
     _record_constructor_args(_layer)  # copy.deepcopy rebuilds them from these
+from ._layer_rules import install as _install_layer_rules  # noqa: E402
+_install_layer_rules()  # RMSNorm's None weight, Embedding's padding_idx / from_pretrained assertions
 GPT = _C.GPT
 GPTConfig = _C.GPTConfig
 from . import parallel  # noqa: E402,F401 (torch.nn.parallel.DistributedDataParallel)

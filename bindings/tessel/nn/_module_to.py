@@ -13,7 +13,8 @@ def _module_to(self, *args, **kwargs):
     (returns self; any other device raises); a floating dtype casts every floating parameter in place, as
     torch's `param.data = cast` (the same Parameter objects, so an optimizer built before keeps training them;
     their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
-    running statistics, rotary tables: new tensors, as torch's), each kept persistent or not as it was."""
+    running statistics, rotary tables: new tensors, as torch's; complex ones become real, as torch 2.15's), each
+    kept persistent or not as it was."""
     from .._device import parse_to_args
     memory_format = kwargs.get("memory_format")
     dtype, _, _ = parse_to_args(args, kwargs, "Module.to", allow_copy=False)
@@ -40,6 +41,7 @@ def _module_to(self, *args, **kwargs):
                 if persistent is None:
                     persistent = _persistent_buffer_names(m)
                 m.register_buffer(name, b.to(dtype), persistent=name in persistent)
+        _complex_buffers_to_real(m, dtype)
     # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
     casts = {}
     for name, p in list(self.named_parameters(remove_duplicate=False)):
@@ -63,6 +65,17 @@ def _module_to(self, *args, **kwargs):
             casts[key] = cast
         self._set_parameter(name, casts[key])
     return self
+
+
+def _complex_buffers_to_real(module, dtype):
+    """torch 2.15's Module.to(float dtype) casts complex buffers too: each becomes a real buffer (its real part,
+    torch's warning once), kept persistent or not."""
+    from .modules import _complex_buffers
+    held = _complex_buffers(module)
+    for name, (value, persistent) in list((held or {}).items()):
+        real = value.to(dtype)
+        del held[name]
+        module.register_buffer(name, real, persistent=persistent)
 
 
 def _module_type(self, dst_type):

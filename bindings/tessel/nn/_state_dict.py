@@ -138,7 +138,9 @@ def _load_extra_states(root, state_dict):
 
 
 def _collect_state_dict(self, destination, prefix, keep_vars):
-    if _overriding_savers(self):
+    # module by module (torch's recursion) where a class saves its own way, or where complex buffers (kept in
+    # Python) must follow their module's own entries rather than end the dict
+    if _overriding_savers(self) or any(_named_complex_buffers(self, True)):
         out = collections.OrderedDict() if destination is None else destination
         for p, m in _pre_order(self, prefix):  # each module's own entries, parents first, as torch's recursion
             m._save_to_state_dict(out, p, keep_vars)

@@ -32,7 +32,6 @@ class MultiheadAttention(Module):
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
         from .._device import check_cpu
-        from . import init
         check_cpu(device, "MultiheadAttention")
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
@@ -44,25 +43,57 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         if self._qkv_same_embed_dim:
             self.in_proj_weight = Parameter(_C._empty([3 * embed_dim, embed_dim], dtype))
-            init.xavier_uniform_(self.in_proj_weight)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
         else:
             for name, width in (("q_proj_weight", embed_dim), ("k_proj_weight", self.kdim),
                                 ("v_proj_weight", self.vdim)):
                 setattr(self, name, Parameter(_C._empty([embed_dim, width], dtype)))
-                init.xavier_uniform_(getattr(self, name))
             self.register_parameter("in_proj_weight", None)
-        self.in_proj_bias = Parameter(_C._full([3 * embed_dim], 0.0, dtype)) if bias else None
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
-            init.zeros_(self.out_proj.bias)
+            self.in_proj_bias = Parameter(_C._empty([3 * embed_dim], dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if add_bias_kv:
             self.bias_k = Parameter(_C._empty([1, 1, embed_dim], dtype))
             self.bias_v = Parameter(_C._empty([1, 1, embed_dim], dtype))
-            init.xavier_normal_(self.bias_k)
-            init.xavier_normal_(self.bias_v)
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """torch's: xavier-uniform projections, zero biases (out_proj's too), xavier-normal bias_k / bias_v."""
+        from . import init
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                init.xavier_normal_(b)
+
+    def merge_masks(self, attn_mask, key_padding_mask, query):
+        """torch's (its fast path's helper): (mask, type) with type 1 for a key_padding_mask alone, 2 with an
+        attn_mask, both then expanded to [batch, heads, L, L] and added; (None, None) without masks."""
+        mask_type, merged = None, None
+        if key_padding_mask is not None:
+            mask_type, merged = 1, key_padding_mask
+        if attn_mask is not None:
+            batch, L, _ = query.shape
+            mask_type = 2
+            if attn_mask.dim() == 3:
+                merged = attn_mask.view(batch, -1, L, L)
+            else:
+                merged = attn_mask.view(1, 1, L, L).expand(batch, self.num_heads, -1, -1)
+            if key_padding_mask is not None:
+                merged = merged + key_padding_mask.view(batch, 1, 1, L).expand(-1, self.num_heads, -1, -1)
+        return merged, mask_type
 
     def _projections(self):
         """(weight, bias) of the q, k and v projections."""
@@ -80,19 +111,28 @@ class MultiheadAttention(Module):
         import numpy as np
         from .._tensor import tensor
         w = _C._functional.where
-        unbatched = query.ndim == 2  # torch's unbatched form: [L, E], key_padding_mask [S]
-        if unbatched:
+        _check_mask_dtypes(key_padding_mask, attn_mask)
+        if self.batch_first and query.ndim == 3:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        unbatched = not _mha_shape_check(query, key, value, key_padding_mask, attn_mask, self.num_heads)
+        if unbatched:  # torch's unbatched form: [L, E], key_padding_mask [S]
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         L, N, E = query.shape
         S, H, hd = key.shape[0], self.num_heads, self.head_dim
-        attn_mask = _checked_attn_mask(attn_mask, key_padding_mask, L, S, N * H)
         if is_causal and attn_mask is None:
             raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
                                "method `generate_square_subsequent_mask` to create this mask.")
+        if E != self.embed_dim:
+            raise AssertionError("was expecting embedding dimension of %d, but got %d" % (self.embed_dim, E))
+        if self._qkv_same_embed_dim and tuple(key.shape) != tuple(value.shape):
+            raise AssertionError("key shape %s does not match value shape %s"
+                                 % (_size_text(key.shape), _size_text(value.shape)))
+        if not self._qkv_same_embed_dim and tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError("key's sequence and batch dims %s do not match value's %s"
+                                 % (_size_text(key.shape[:2]), _size_text(value.shape[:2])))
+        attn_mask = _checked_attn_mask_shape(attn_mask, L, S, N * H)
         if is_causal and key_padding_mask is None and not need_weights:
             # torch's: the hint wins over the mask given (scaled_dot_product_attention's is_causal)
             attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
@@ -107,6 +147,11 @@ class MultiheadAttention(Module):
             k = _C._functional.cat([k, _C._full([N * H, 1, hd], 0.0, k.dtype)], 1)
             v = _C._functional.cat([v, _C._full([N * H, 1, hd], 0.0, v.dtype)], 1)
             attn_mask, key_padding_mask, S = _pad_key(attn_mask), _pad_key(key_padding_mask), S + 1
+        if key_padding_mask is not None:
+            for d, want in enumerate((N, S)):
+                if key_padding_mask.shape[d] != want:
+                    raise AssertionError("Expected key_padded_mask.shape[%d] to be %d, but got %d"
+                                         % (d, want, key_padding_mask.shape[d]))
         scores = (q * (1.0 / math.sqrt(hd))) @ k.transpose(1, 2)  # [N·H, L, S]
         neg = _C._full([], -math.inf, scores.dtype)
         zero = _C._full([], 0.0, scores.dtype)
@@ -167,23 +212,57 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                       average_attn_weights, is_causal)
 
 
-def _checked_attn_mask(attn_mask, key_padding_mask, L, S, batch_heads):
-    """torch's checks of MultiheadAttention's masks: bool or floating dtypes, attn_mask [L, S] or
-    [N·heads, L, S], the deprecation warning for a bool mask next to a float one."""
+def _size_text(shape):
+    """A shape as torch's messages print it (`f"{t.shape}"`): tessel.Size([...]) here."""
+    from .._size import Size
+    return repr(Size([int(n) for n in shape]))
+
+
+def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
+    """torch's checks of MultiheadAttention's input ranks (AssertionErrors): True for batched (3-D) inputs."""
+    if query.dim() not in (2, 3):
+        raise AssertionError("query should be unbatched 2D or batched 3D tensor but received %d-D query tensor"
+                             % query.dim())
+    batched = query.dim() == 3
+    form = "batched (3-D)" if batched else "unbatched (2-D)"
+    if key.dim() != query.dim() or value.dim() != query.dim():
+        raise AssertionError("For %s `query`, expected `key` and `value` to be %d-D but found %d-D and %d-D tensors "
+                             "respectively" % (form, query.dim(), key.dim(), value.dim()))
+    if key_padding_mask is not None and key_padding_mask.dim() != query.dim() - 1:
+        raise AssertionError("For %s `query`, expected `key_padding_mask` to be `None` or %d-D but found %d-D tensor "
+                             "instead" % (form, query.dim() - 1, key_padding_mask.dim()))
+    if attn_mask is not None:
+        if attn_mask.dim() not in (2, 3):
+            raise AssertionError("For %s `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found %d-D "
+                                 "tensor instead" % (form, attn_mask.dim()))
+        want = (num_heads, query.shape[0], key.shape[0])
+        if not batched and attn_mask.dim() == 3 and tuple(attn_mask.shape) != want:
+            raise AssertionError("Expected `attn_mask` shape to be %s but got %s" % (want, _size_text(attn_mask.shape)))
+    return batched
+
+
+def _check_mask_dtypes(key_padding_mask, attn_mask):
+    """torch's _canonical_mask checks of MultiheadAttention's masks: bool or floating dtypes, and the deprecation
+    warning for a key_padding_mask whose dtype is not the attn_mask's."""
     for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
         if mask is not None and mask.dtype != _dtypes.bool and not mask.dtype.is_floating_point:
             raise AssertionError("only bool and floating types of %s are supported" % name)
-    if attn_mask is None:
-        return None
-    if key_padding_mask is not None and (key_padding_mask.dtype == _dtypes.bool) != (attn_mask.dtype == _dtypes.bool):
+    if key_padding_mask is not None and attn_mask is not None and \
+            (key_padding_mask.dtype == _dtypes.bool) != (attn_mask.dtype == _dtypes.bool):
         warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. Use same type for both "
                       "instead.")
+
+
+def _checked_attn_mask_shape(attn_mask, L, S, batch_heads):
+    """torch's shape check of the attn_mask: [L, S] or [N·heads, L, S] (RuntimeErrors)."""
+    if attn_mask is None:
+        return None
     want = {2: (L, S), 3: (batch_heads, L, S)}.get(attn_mask.ndim)
     if want is None:
         raise RuntimeError("attn_mask's dimension %d is not supported" % attn_mask.ndim)
     if tuple(attn_mask.shape) != want:
         raise RuntimeError("The shape of the %dD attn_mask is %s, but should be %s."
-                           % (attn_mask.ndim, attn_mask.shape, want))
+                           % (attn_mask.ndim, _size_text(attn_mask.shape), want))
     return attn_mask
 
 
@@ -195,17 +274,12 @@ def _pad_key(mask):
 
 
 def _transformer_activation(layer, activation):
-    """The feed-forward activation: "relu" / "gelu" or a callable. A parameterless module is kept as a plain
-    callable (not a child), so TransformerEncoder's copies of the layer can share it; one with parameters
-    would need torch's deepcopy per layer, which tessel's modules do not support."""
+    """The feed-forward activation: "relu" / "gelu" (torch's F.relu / F.gelu, plain attributes) or a callable; a
+    module is a child named "activation", as torch's (its parameters, hooks, printing; TransformerEncoder's
+    deep copies give each layer its own)."""
     if isinstance(activation, str):
-        if activation not in ("relu", "gelu"):
-            raise RuntimeError("activation should be relu/gelu, not %s" % activation)
-        activation = functional.relu if activation == "relu" else functional.gelu
-    elif isinstance(activation, Module) and any(True for _ in activation.parameters()):
-        raise NotImplementedError("Transformer layers: an activation module with parameters (%s) is not supported; "
-                                  "pass a function" % type(activation).__name__)
-    object.__setattr__(layer, "activation", activation)
+        activation = _get_activation_fn(activation)
+    layer.activation = activation
 
 
 def _init_transformer_layer(layer, cross, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
@@ -307,15 +381,22 @@ class TransformerEncoder(Module):
             self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        x = src
+        x, keep = src, None
+        if self._takes_nested_path(src, mask, src_key_padding_mask):
+            # torch's inference path packs each sequence's first sum(keep) tokens into a nested tensor (which
+            # ones are padding is not looked at again: with mask_check=False an interior hole keeps a padded
+            # token and drops a kept one at the end), runs the layers on it and pads it back with zeros: the
+            # same as a padding mask that keeps those first tokens, their tail zeroed before the final norm
+            import numpy as np
+            from .._tensor import tensor
+            counts = (src_key_padding_mask.numpy() == 0).sum(-1)  # a float mask's 0 keeps a token, as a bool False
+            keep_np = np.arange(src_key_padding_mask.shape[-1])[None, :] < counts[:, None]
+            keep = tensor(keep_np)
+            src_key_padding_mask = tensor(~keep_np)
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
-        if self._takes_nested_path(src, mask, src_key_padding_mask):
-            # torch's inference path runs the layers on a nested tensor and pads it back with zeros: the padded
-            # positions come out 0 before the final norm (the values elsewhere are the same)
-            keep = src_key_padding_mask.logical_not() if src_key_padding_mask.dtype == _dtypes.bool else \
-                src_key_padding_mask == 0
-            x = x * keep.unsqueeze(-1).to(x.dtype)
+        if keep is not None:
+            x = _C._functional.where(keep.unsqueeze(-1), x, _C._full([], 0.0, x.dtype))
         return self.norm(x) if self.norm is not None else x
 
     def _takes_nested_path(self, src, mask, key_padding_mask):
@@ -431,8 +512,45 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """[sz, sz] float: -inf above the diagonal, 0 elsewhere (torch's causal mask for tgt_mask)."""
-        import numpy as np
-        from .._tensor import tensor
-        mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.float32), 1)
-        out = tensor(mask)
-        return out.to(dtype if dtype is not None else _dtypes.default_float())
+        return _generate_square_subsequent_mask(sz, device, dtype)
+
+
+# ---- torch.nn.modules.transformer's private helpers, which model code imports ---------------------------------
+
+def _generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """[sz, sz] of dtype (the default float dtype): -inf above the diagonal, 0 elsewhere."""
+    import numpy as np
+    from .._tensor import tensor
+    mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.float32), 1)
+    return tensor(mask).to(dtype if dtype is not None else _dtypes.default_float())
+
+
+def _get_clones(module, N):
+    return ModuleList([copy.deepcopy(module) for _ in range(N)])
+
+
+def _get_activation_fn(activation):
+    if activation == "relu":
+        return functional.relu
+    if activation == "gelu":
+        return functional.gelu
+    raise RuntimeError("activation should be relu/gelu, not %s" % activation)
+
+
+def _detect_is_causal_mask(mask, is_causal=None, size=None):
+    """torch's: is_causal when given; else whether mask equals the causal mask of its size (or of `size`)."""
+    make_causal = is_causal is True
+    if is_causal is None and mask is not None:
+        sz = size if size is not None else mask.size(-2)
+        causal = _generate_square_subsequent_mask(sz, dtype=mask.dtype)
+        make_causal = tuple(mask.shape) == tuple(causal.shape) and bool((mask == causal).all())
+    return make_causal
+
+
+def _expose_helpers():
+    from . import modules
+    for fn in (_generate_square_subsequent_mask, _get_clones, _get_activation_fn, _detect_is_causal_mask):
+        setattr(modules.transformer, fn.__name__, fn)
+
+
+_expose_helpers()

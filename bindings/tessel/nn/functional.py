@@ -10,11 +10,58 @@ from .._C._functional import (  # noqa: F401
     gelu,
     linear,
     log_softmax,
-    scaled_dot_product_attention,
     sigmoid,
     softmax,
     tanh,
 )
+
+
+from .. import backends as _backends  # (its sdp flags: scaled_dot_product_attention reads them)
+
+_NO_VIABLE_BACKEND = ("No viable backend for scaled_dot_product_attention was found. This is likely due to turning "
+                      "off both the math kernel and the fused kernels.")
+
+
+def scaled_dot_product_attention(*args, **kwargs):
+    """torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+    is_causal=False, scale=None, enable_gqa=False): one C++ op. Before it, torch's two Python-visible rules:
+    a CausalBias attn_mask (nn/attention/bias.py) picks its own call, and the sdp flags (sdpa_kernel) must leave
+    a CPU backend that can run it."""
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    if mask is not None and not isinstance(mask, _C.Tensor):
+        from .attention.bias import CausalBias
+        if isinstance(mask, CausalBias):
+            return CausalBias._dispatch(*args, **kwargs)
+    sdp = _backends._sdp
+    if not (sdp["math"] and sdp["flash"]):
+        _check_sdpa_backends(sdp, args, kwargs)
+    return _C._functional.scaled_dot_product_attention(*args, **kwargs)
+
+
+def _check_sdpa_backends(sdp, args, kwargs):
+    """torch's CPU choice: the math kernel takes anything; the flash one (the only fused CPU kernel) no dropout
+    and no value head size other than the query's and key's. Neither possible: torch's RuntimeErrors (after
+    its warnings naming why flash could not run)."""
+    if sdp["math"]:
+        return
+    if not sdp["flash"]:
+        raise RuntimeError(_NO_VIABLE_BACKEND)
+    named = ("query", "key", "value", "attn_mask", "dropout_p")
+    got = dict(zip(named, args), **{k: v for k, v in kwargs.items() if k in named})
+    if any(got.get(k) is None for k in named[:3]):
+        return  # (the op itself reports the missing argument)
+    reasons = []
+    if got.get("dropout_p", 0.0) > 0.0:
+        reasons.append("Both fused kernels do not support non-zero dropout.")
+    q, k, v = (got[name].size(-1) for name in named[:3])
+    if not q == k == v:
+        reasons.append("Flash attention requires q,k,v to have the same last dimension. Got Query.size(-1): %d, "
+                       "Key.size(-1): %d, Value.size(-1): %d instead." % (q, k, v))
+    if reasons:
+        import warnings
+        for text in ["Flash attention kernel not used because:"] + reasons:
+            warnings.warn(text, stacklevel=3)
+        raise RuntimeError("No available kernel.  Aborting execution.")
 
 
 _TORCH_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
@@ -37,17 +84,26 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _C._functional.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
+_rms_norm_warned = []  # torch's TORCH_WARN_ONCE: the mismatch warning once per process
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """torch.nn.functional.rms_norm: one C++ op; a weight of another floating dtype than the input takes torch's
-    unfused path (its warning; the result in the promoted dtype) instead of an error."""
+    unfused path (its warning, once): the input normalized in float32 (float64 for float64 input), times the
+    weight, cast back to the input's dtype (bfloat16 x with a float32 weight is bfloat16, as torch's)."""
     _check_int_tuple("rms_norm", normalized_shape)
     if weight is not None and weight.dtype != input.dtype and weight.dtype.is_floating_point and \
             input.dtype.is_floating_point:
-        import warnings
-        name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
-        warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot dispatch "
-                      "to fused implementation." % (name(input), name(weight)), stacklevel=2)
-        return _C._functional.rms_norm(input, normalized_shape, None, eps) * weight
+        if not _rms_norm_warned:
+            import warnings
+            _rms_norm_warned.append(True)
+            name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
+            warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot "
+                          "dispatch to fused implementation." % (name(input), name(weight)), stacklevel=2)
+        # torch's unfused path normalizes in the input's math dtype (float32 for bfloat16 / float16) and rounds
+        # once, after the weight
+        wide = input if input.dtype in (_C.dtype.float32, _C.dtype.float64) else input.to(_C.dtype.float32)
+        return (_C._functional.rms_norm(wide, normalized_shape, None, eps) * weight).to(input.dtype)
     return _C._functional.rms_norm(input, normalized_shape, weight, eps)
 
 
@@ -356,6 +412,24 @@ def multi_head_attention_forward(*args, **kwargs):
     """torch.nn.functional.multi_head_attention_forward (nn/_transformer.py)."""
     from ._transformer import multi_head_attention_forward as forward
     return forward(*args, **kwargs)
+
+
+def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_other=True):
+    """torch's private helper (model code calls it): a bool mask as a float one of target_type, -inf where
+    True (a float mask as it is); AssertionError for other dtypes, the deprecation warning when check_other and
+    the mask's dtype is not other_type."""
+    if mask is None:
+        return None
+    is_float = mask.dtype.is_floating_point
+    if mask.dtype != _C.dtype.bool and not is_float:
+        raise AssertionError("only bool and floating types of %s are supported" % mask_name)
+    if check_other and other_type is not None and mask.dtype != other_type:
+        import warnings
+        warnings.warn("Support for mismatched %s and %s is deprecated. Use same type for both instead."
+                      % (mask_name, other_name), stacklevel=2)
+    if not is_float:
+        mask = _C._functional.where(mask, _C._full([], float("-inf"), target_type), _C._full([], 0.0, target_type))
+    return mask
 
 
 def _size_text(t):
