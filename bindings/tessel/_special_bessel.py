@@ -301,7 +301,8 @@ def _plain(name, host):
 
 
 bessel_j0 = _differentiable("bessel_j0", _j0, lambda x: -bessel_j1(x))
-bessel_j1 = _differentiable("bessel_j1", _j1, lambda x: _over_x(x, 0.5, lambda v, inv: bessel_j0(v) - bessel_j1(v) * inv))
+bessel_j1 = _differentiable("bessel_j1", _j1,
+                            lambda x: _over_x(x, 0.5, lambda v, inv: bessel_j0(v) - bessel_j1(v) * inv))
 bessel_y0 = _differentiable("bessel_y0", _y0, lambda x: -bessel_y1(x))
 bessel_y1 = _differentiable("bessel_y1", _y1,
                             lambda x: _over_x(x, math.inf, lambda v, inv: bessel_y0(v) - bessel_y1(v) * inv))

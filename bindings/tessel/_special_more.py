@@ -141,7 +141,12 @@ def _over_x(x, value_at_0, fn):
     return _C._functional.where(x.eq(0), x * 0 + value_at_0, fn(x, 1 / safe))
 
 
-_I0 = _host_unary("I0", np.i0, lambda x: i1(x), overflow32=True)
+def _i0_host(v):
+    with np.errstate(invalid="ignore", over="ignore"):  # (numpy's i0 divides inf by inf at ±inf: its NaN is torch's)
+        return np.i0(v)
+
+
+_I0 = _host_unary("I0", _i0_host, lambda x: i1(x), overflow32=True)
 _I1 = _host_unary("I1", lambda v: _i(1, v), lambda x: _over_x(x, 0.5, lambda v, inv: i0(v) - i1(v) * inv),
                   overflow32=True)
 _I0e = _host_unary("I0e", lambda v: _i_scaled(0, v), lambda x: i1e(x) - x.sign() * i0e(x))
