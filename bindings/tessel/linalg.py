@@ -40,6 +40,8 @@ def _dims(dim, ndim):
 def _real_input(x, dtype, fn):
     """x for a norm: |x| of a complex tensor (its norms are those of the moduli, in the real dtype), torch's dtype
     checks, then x in dtype (the dtype= argument converts before computing, as torch's)."""
+    if dtype is None and isinstance(x, Tensor) and x.dtype.is_floating_point:  # the common case, kept cheap
+        return x
     from ._complex import ComplexTensor
     if isinstance(x, ComplexTensor):
         x = x.abs()
@@ -350,7 +352,7 @@ def _solve_checks(A, B, left, fn="linalg.solve"):
     vector = left and vector_rhs(tuple(A.shape), tuple(B.shape))
     rows = (B.shape[-1] if vector else B.shape[-2 if left else -1]) if B.dim() else 1
     if rows != n or (not vector and B.dim() < 2):
-        shape = "%dx1" % B.shape[-1] if vector or B.dim() < 2 else "%dx%d" % tuple(B.shape[-2:])
+        shape = "%dx1" % (B.shape[-1] if B.dim() else 1) if vector or B.dim() < 2 else "%dx%d" % tuple(B.shape[-2:])
         raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %s)"
                            % (fn, "AX = B" if left else "XA = B", n, n, shape))
     if not vector:
@@ -462,7 +464,7 @@ def qr(A, mode="reduced"):
     torch's."""
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError("qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or "
-                         "'complete'" % mode)
+                           "'complete'" % mode)
     _checks.at_least_2d(A, "linalg.qr")
     _checks.floating(A, "linalg.qr")
     return _QR(*(_grad().Qr.apply(A, mode) if _needs_grad(A) else _qr_host(A, mode)))
