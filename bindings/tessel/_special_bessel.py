@@ -287,7 +287,7 @@ def _differentiable(name, host, derivative):
     def fn(input):
         _kernel_check(name, input)
         return op.apply(input)
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     return fn
 
 
@@ -296,7 +296,7 @@ def _plain(name, host):
     def fn(input):
         _kernel_check(name, input)
         return _back(_flat(host)(_np(input)), input)
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     return fn
 
 
