@@ -1,9 +1,10 @@
 """torch.linalg: the norms, composed of tessel's ops (differentiable, on DTensors too where the ops are),
 and the factorizations and solves through numpy's LAPACK on the host. inv, det, slogdet, solve, cholesky,
 eigh, eigvalsh and svdvals are differentiable (tessel/_linalg_grad.py: autograd Functions with the standard
-formulas, second derivatives included but for svdvals); svd's U and Vh, qr, lstsq, pinv and matrix_rank of a
-tensor that requires grad raise NotImplementedError. matrix_exp (scaling and squaring, differentiable),
-diagonal, vander, the *_ex forms, tensorinv and tensorsolve complete torch's list.
+formulas, second derivatives included but for svdvals), as are svd, qr, pinv, lstsq's solution, the LU family
+and eig / eigvals (tessel/_linalg_lu.py). matrix_exp (scaling and squaring, differentiable), diagonal, vander,
+the *_ex forms, tensorinv and tensorsolve complete torch's list. Inputs are checked as torch checks them and
+LAPACK's failures raise torch's messages (tessel/_linalg_checks.py).
 
     torch.linalg.vector_norm(g, 2)              # the gradient-clipping norm
     torch.linalg.matrix_norm(w, "fro")
