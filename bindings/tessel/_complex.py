@@ -11,10 +11,10 @@ real function is the pair of real partial derivatives).
 What is covered: creation (view_as_complex, polar, complex, zeros/ones/empty/tensor with a complex dtype
 through the factories' dtype), shape ops on the leading dimensions (view, reshape, indexing, unsqueeze,
 squeeze, flatten, transpose, permute, expand, contiguous, clone, detach), arithmetic (+, -, * and / with
-complex, real tensors and numbers), elementwise == and != (bool tensors), conj, abs, angle (of constants),
-.real / .imag views, numpy(), .to(a real dtype) (the real part, with torch's warning), and module buffers
-(register_buffer, attribute assignment, named_buffers, state_dict, load_state_dict; Module.to(float dtype)
-casts them to real buffers, as torch 2.15). Anything else raises AttributeError naming this module,
+complex, real tensors and numbers), elementwise == and != (bool tensors), conj, abs, angle, norm, .real / .imag
+views, numpy(), .to(a real dtype) (the real part, with torch's warning), and module buffers (register_buffer,
+attribute assignment, named_buffers, state_dict, load_state_dict; Module.to(float dtype) casts them to real
+buffers, as torch 2.15). Anything else raises AttributeError naming this module,
 instead of computing on the interleaved real view. A ComplexTensor is not an instance of tessel.Tensor.
 
 Example:
@@ -361,11 +361,19 @@ class ComplexTensor:
         return (a * a + b * b).sqrt()
 
     def angle(self):
-        if self.requires_grad and _C.is_grad_enabled():
-            raise _unsupported("angle (with a gradient)")
+        if self.requires_grad and _C.is_grad_enabled():  # atan2 of the parts: torch's gradient (0 at 0, too)
+            from ._special import FUNCTIONS
+            return FUNCTIONS["atan2"](self.imag, self.real)
         z = self.numpy()
         return _C._from_numpy(np.ascontiguousarray(np.angle(z)).astype(np.float32 if z.dtype == np.complex64
                                                                          else np.float64))
+
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """Tensor.norm: the vector norm of the moduli, real (p 'fro' is the 2-norm; 'nuc' needs singular values)."""
+        from .linalg import vector_norm
+        if p == "nuc":
+            raise _unsupported("norm(p='nuc')")
+        return vector_norm(self, 2 if p in ("fro", None) else p, dim, keepdim, dtype=dtype)
 
     def __getattr__(self, name):
         raise AttributeError("'ComplexTensor' object has no attribute '%s' (%s)" % (name, _unsupported(name)))

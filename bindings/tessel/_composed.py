@@ -198,6 +198,7 @@ def tensordot(a, b, dims=2):
 
 def cross(input, other, dim=None):
     """torch.cross (dim None: the first dim of size 3, with torch's deprecation warning) and linalg.cross."""
+    _checks().cross_inputs(input, other)
     shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
     a, b = input.expand(*shape), other.expand(*shape)
     if dim is None:
@@ -724,9 +725,16 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
 
 
 def vander(x, N=None, increasing=False):
+    """torch.vander: x⁰ is 1 for inf and NaN too (x·0 + 1 was NaN there)."""
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
     n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    if n == 0:
+        return x.unsqueeze(1)[:, :0]
     powers = range(n) if increasing else range(n - 1, -1, -1)
-    return _C._functional.stack([x ** p if p else x * 0 + 1 for p in powers], 1)
+    return _C._functional.stack([x ** p if p else x.detach() ** 0 for p in powers], 1)
 
 
 def block_diag(*tensors):
@@ -873,8 +881,7 @@ def vecdot(x, y, *, dim=-1):
 def multi_dot(tensors):
     """A product of matrices, the first (a vector: a row) and the last (a vector: a column) possibly 1-D."""
     mats = list(tensors)
-    if len(mats) < 2:
-        raise RuntimeError("multi_dot(): expected at least 2 tensors but got %d" % len(mats))
+    _checks().multi_dot_inputs(mats)
     first_vector, last_vector = mats[0].ndim == 1, mats[-1].ndim == 1
     if first_vector:
         mats[0] = mats[0].unsqueeze(0)
@@ -894,6 +901,7 @@ def cond(A, p=None):
     """torch.linalg.cond: σ_max / σ_min for p None or 2 (σ_min / σ_max for -2), (Σσ)(Σ1/σ) for 'nuc', else
     ‖A‖_p ‖A⁻¹‖_p (square A; inf where A is singular); differentiable through svdvals / inv."""
     from . import linalg
+    _checks().cond_inputs(A, p)
     if p is None or p in (2, -2):
         s = linalg.svdvals(A)
         big, small = s.amax(-1), -(-s).amax(-1)
@@ -922,10 +930,16 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """X with A X = B (left) or X A = B, A triangular (numpy's solve on the host, as tessel's other solves;
     differentiable through tessel/_linalg_grad.py)."""
     from .linalg import _needs_grad
+    _checks().solve_triangular_inputs(A, B, left)
     if _needs_grad(A, B):
         from ._linalg_grad import SolveTriangular
         return SolveTriangular.apply(A, B, upper, left, unitriangular)
     return _solve_triangular_host(A, B, upper, left, unitriangular)
+
+
+def _checks():
+    from . import _linalg_checks
+    return _linalg_checks
 
 
 def _register_third_round():

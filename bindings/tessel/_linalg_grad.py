@@ -269,13 +269,11 @@ class Svd(Function):
         # an all-zero gradient (what autograd passes for an output the loss did not use) contributes nothing
         g_u = None if g_u is None or not bool((g_u != 0).any()) else g_u
         g_vh = None if g_vh is None or not bool((g_vh != 0).any()) else g_vh
-        if ctx.options[0] and m != n and (g_u is not None or g_vh is not None):
-            raise NotImplementedError("svd_backward: The derivative of linalg.svd is not implemented when "
-                                      "full_matrices=True and the matrix is not square (its extra singular vectors "
-                                      "are not unique); use full_matrices=False")
+        # full_matrices: the extra columns of U and rows of Vh (any orthonormal completion: not functions of A) are
+        # dropped with their gradients, as torch's svd_backward narrows gU and gVh to the first k
         u, s, vh = _linalg().svd(a, full_matrices=False)
         v = _mT(vh)
-        k = s.shape[-1]  # (square with full_matrices: the full and reduced factors coincide)
+        k = s.shape[-1]
         g_s = s * 0 if g_s is None else g_s
         if g_u is None and g_vh is None:
             return u @ _unsqueeze_diag(g_s, _eye_like_k(s)) @ vh, None
@@ -292,7 +290,7 @@ class Svd(Function):
             if m > k:  # (I − U Uᵀ) Ū S⁻¹ Vᵀ
                 term = term + _scale_cols(g_u - u @ uhgu, 1.0 / s) @ vh
         if g_vh is not None:
-            g_v = _mT(g_vh)[..., :k]
+            g_v = _mT(g_vh[..., :k, :])
             vhgv = vh @ g_v
             inner = inner + _scale_rows((vhgv - _mT(vhgv)) / e, s)
             if n > k:  # U S⁻¹ V̄ᵀ (I − V Vᵀ)
@@ -379,8 +377,7 @@ class Qr(Function):
                                "Please use linalg.qr(A, mode='reduced') if you are going to differentiate through "
                                "linalg.qr.")
         if mode == "complete" and rows > cols:
-            raise NotImplementedError("The QR decomposition is not differentiable when mode='complete' and "
-                                      "nrows > ncols.")
+            raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
         q, r = _linalg().qr(a, mode="reduced")
         g_q = q * 0 if g_q is None else g_q
         g_r = r * 0 if g_r is None else g_r

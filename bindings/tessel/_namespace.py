@@ -376,6 +376,9 @@ def det(input):
 
 def logdet(input):
     """torch.logdet: log(det(A)); NaN where det < 0, -inf where det = 0 (from slogdet)."""
+    from . import _linalg_checks
+    _linalg_checks.square(input, "logdet")
+    _linalg_checks.floating(input, "logdet")
     sign, logabs = _linalg().slogdet(input)
     nan = logabs * 0 + _float("nan")
     return _C._functional.where(sign.lt(0), nan, logabs)
@@ -467,9 +470,13 @@ _SVD = return_types.svd
 def svd(input, some=True, compute_uv=True):
     """torch.svd (the older form): U, S, V with input = U diag(S) Vᵀ (V, not Vᵀ); some=False gives the
     complete U and V; compute_uv=False returns zero-filled U and V as torch does."""
+    if not compute_uv:  # zero-filled, [m, m] and [n, n] whatever some is, as torch's
+        from ._tensor import zeros
+        s = _linalg().svdvals(input)
+        m, n = input.shape[-2], input.shape[-1]
+        batch = list(input.shape[:-2])
+        return _SVD(zeros(batch + [m, m], dtype=s.dtype), s, zeros(batch + [n, n], dtype=s.dtype))
     u, s, vh = _linalg().svd(input, full_matrices=not some)
-    if not compute_uv:
-        return _SVD(u * 0, s, vh.transpose(-2, -1) * 0)
     return _SVD(u, s, vh.transpose(-2, -1))
 
 
@@ -484,13 +491,15 @@ def matrix_exp(input):
     """torch.matrix_exp / linalg.matrix_exp of square matrices [..., n, n]: scaling and squaring over a degree-18
     Taylor polynomial (the batch's 1-norm scaled below 1/2, so the truncation is below float64's rounding), all
     matmuls, so the gradient flows (it is the derivative of this approximation, equal to the exact Fréchet
-    derivative to the same accuracy)."""
-    if input.dim() < 2 or input.shape[-1] != input.shape[-2]:
-        raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices, but they are %d by %d "
-                           "matrices" % (input.shape[-2] if input.dim() >= 2 else 1, input.shape[-1]))
-    if not input.dtype.is_floating_point:
-        raise RuntimeError("linalg.matrix_exp: Expected a floating point tensor as input. Got %s"
-                           % _name(input.dtype))
+    derivative to the same accuracy). A matrix with an inf or NaN is all NaN, as torch's."""
+    from . import _linalg_checks
+    _linalg_checks.square(input, "linalg.matrix_exp")
+    _linalg_checks.floating(input, "linalg.matrix_exp")
+    finite = input.detach().isfinite().all(-1).all(-1)
+    if not bool(finite.all()):  # (the scaling's log2 of an infinite norm raised OverflowError)
+        mask = finite.unsqueeze(-1).unsqueeze(-1)
+        clean = _C._functional.where(mask, input, _C._full([], 0.0, input.dtype))
+        return _C._functional.where(mask, matrix_exp(clean), _C._full([], _float("nan"), input.dtype))
     if input.dtype != _dtypes.float64:  # formed in float64 (the squarings amplify float32 rounding), one cast back
         return matrix_exp(input.to(_dtypes.float64)).to(input.dtype)
     from ._tensor import eye

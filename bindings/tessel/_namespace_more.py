@@ -194,13 +194,18 @@ def _share_memory(self):
         "DistributedDataParallel / tessel.run_ranks across ranks")
 
 
+def _torch_lu(A, pivot=True, get_infos=False, out=None):
+    from ._linalg_lu import torch_lu
+    return torch_lu(A, pivot, get_infos, out)
+
+
 def install(namespace):
     """Adds the names above to tessel's namespace (those it does not already have)."""
     from .nn import functional as F
     names = dict(gradient=gradient, frombuffer=frombuffer, get_num_interop_threads=get_num_interop_threads,
                  set_num_interop_threads=set_num_interop_threads, embedding_bag=F.embedding_bag,
                  channel_shuffle=F.channel_shuffle, cosine_embedding_loss=F.cosine_embedding_loss,
-                 hinge_embedding_loss=F.hinge_embedding_loss)
+                 hinge_embedding_loss=F.hinge_embedding_loss, lu=_torch_lu)
     names.update({k: _typed_tensor(k, v) for k, v in _TYPED.items()})
     from ._compat import _function_form
     for name in _INPLACE:

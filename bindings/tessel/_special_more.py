@@ -93,20 +93,38 @@ def _i_scaled(order, x):
 
 
 def _i(order, x):
-    """I_order(x); ±inf beyond |x| = 720 (the scaled value's 0 times e^inf gave NaN at inf)."""
+    """I_order(x); ±inf beyond |x| = 720 (the scaled value's 0 times e^inf gave NaN at inf), but NaN at ±inf itself
+    for I₁, as torch's (its Chebyshev form's e^x · (series at 1/x = 0) / sqrt(x) is inf · finite / inf there)."""
     with np.errstate(over="ignore", invalid="ignore"):
         half = np.exp(np.abs(x) / 2)  # twice e^(|x|/2): finite up to where I itself overflows (|x| = 713)
         out = _i_scaled(order, x) * half * half
-    return np.where(np.abs(x) > 720.0, np.where(x < 0, (-1.0) ** order, 1.0) * np.inf, out)  # e^720 overflows
+    out = np.where(np.abs(x) > 720.0, np.where(x < 0, (-1.0) ** order, 1.0) * np.inf, out)  # e^720 overflows
+    return np.where(np.isinf(x), np.nan, out) if order % 2 else out
 
 
-def _host_unary(name, host, derivative):
-    """An autograd Function computing host(x) in float64 numpy, with gradient g · derivative(x) (tessel ops)."""
+_EXP_OVERFLOW_32 = float(np.log(np.finfo(np.float32).max))  # 88.72: where float32's e^x is inf
+
+
+def _float32_overflow(values, x, like):
+    """torch's float32 (and 16-bit) kernels of i0 / i1 form e^|x| in float32: inf beyond |x| = 88.72 although
+    I₀(89) = 4.3e37 fits float32."""
+    if like.dtype == _C.dtype.float64:
+        return values
+    with np.errstate(invalid="ignore"):
+        big = np.abs(x) > _EXP_OVERFLOW_32
+    return np.where(big & np.isfinite(values), np.copysign(np.inf, values), values)
+
+
+def _host_unary(name, host, derivative, overflow32=False):
+    """An autograd Function computing host(x) in float64 numpy, with gradient g · derivative(x) (tessel ops);
+    overflow32: torch's float32 overflow of e^x (_float32_overflow)."""
     class Op(Function):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return _back(host(_np(x)), x)
+            values = _np(x)
+            out = host(values)
+            return _back(_float32_overflow(out, values, x) if overflow32 else out, x)
 
         @staticmethod
         def backward(ctx, g):
@@ -123,8 +141,14 @@ def _over_x(x, value_at_0, fn):
     return _C._functional.where(x.eq(0), x * 0 + value_at_0, fn(x, 1 / safe))
 
 
-_I0 = _host_unary("I0", np.i0, lambda x: i1(x))
-_I1 = _host_unary("I1", lambda v: _i(1, v), lambda x: _over_x(x, 0.5, lambda v, inv: i0(v) - i1(v) * inv))
+def _i0_host(v):
+    with np.errstate(invalid="ignore", over="ignore"):  # (numpy's i0 divides inf by inf at ±inf: its NaN is torch's)
+        return np.i0(v)
+
+
+_I0 = _host_unary("I0", _i0_host, lambda x: i1(x), overflow32=True)
+_I1 = _host_unary("I1", lambda v: _i(1, v), lambda x: _over_x(x, 0.5, lambda v, inv: i0(v) - i1(v) * inv),
+                  overflow32=True)
 _I0e = _host_unary("I0e", lambda v: _i_scaled(0, v), lambda x: i1e(x) - x.sign() * i0e(x))
 # (e^-|x| I1)' = e^-|x| (I0 - I1/x) - sign(x) e^-|x| I1
 _I1e = _host_unary("I1e", lambda v: _i_scaled(1, v),
@@ -216,6 +240,8 @@ def _gammainc_pair(a, x):
         p[fraction] = 1.0 - qq
     inf = valid & np.isinf(x)
     p[inf], q[inf] = 1.0, 0.0
+    empty = (a == 0) & (x > 0)  # the limit a -> 0: all the mass at 0 (torch's P = 1, Q = 0; x = 0 stays NaN)
+    p[empty], q[empty] = 1.0, 0.0
     return p, q
 
 
@@ -302,6 +328,10 @@ def _zeta(s, q):
     out[pole | (s == 1)] = np.inf
     if ok.any():
         out[ok] = _zeta_positive(s[ok], q[ok])
+    # torch's (Cephes') summation at infinite arguments: q = inf, or s = inf with q > 1 (every term 0), ends in
+    # 0 · inf = NaN; s = inf at q = 1 is the first term, 1, and at q < 1 inf
+    out[ok & (np.isposinf(q) | (np.isposinf(s) & (q > 1)))] = np.nan
+    out[ok & np.isposinf(s) & (q < 1)] = np.inf
     for order in np.unique(s[negative]):  # ζ(n + 1, q) = (-1)^(n+1) ψ^(n)(q) / n!
         at = negative & (s == order)
         n = int(order) - 1
@@ -343,12 +373,48 @@ def _polygamma(n, x):
     return out
 
 
+def _torch_trigamma(x, single):
+    """torch's trigamma below 1/2, where polygamma(1, x) is its value: -π²/sin²(πx) on the reflection, then six
+    recurrence steps and a short asymptotic series, in float32 for single (torch's float kernel). At the poles
+    sin(πx) is the rounding error of π·x, not 0, so the value is large and finite (6.6e32 at -1, 1.3e15 in
+    float32), and that is what torch's digamma gradient is there."""
+    f = np.float32 if single else np.float64
+    x = np.asarray(x, f)
+    one = f(1.0)
+    with np.errstate(all="ignore"):
+        sine = np.sin(f(math.pi) * x)
+        result = -(f(math.pi) * f(math.pi)) / (sine * sine)
+        x = one - x
+        for _ in range(6):
+            result = result + one / (x * x)
+            x = x + one
+        ixx = one / (x * x)
+        result = result + (one + one / (f(2.0) * x) + ixx * (f(1 / 6) - ixx * (f(1 / 30) - ixx * f(1 / 42)))) / x
+    return -result.astype(np.float64)
+
+
+def _polygamma_torch(n, x, single):
+    """_polygamma with torch's values at its edges: trigamma's at the poles (finite) and -inf (NaN), 0 at inf;
+    NaN at inf for n >= 2 (its zeta(n + 1, inf) is NaN)."""
+    out = _polygamma(n, x)
+    if n == 1:
+        with np.errstate(invalid="ignore"):
+            pole = (x <= 0) & (x == np.floor(x)) & np.isfinite(x)
+        if pole.any():
+            out[pole] = _torch_trigamma(x[pole], single)
+        out[np.isneginf(x)] = np.nan
+        out[np.isposinf(x)] = 0.0
+    else:
+        out[np.isposinf(x)] = np.nan
+    return out
+
+
 class _Polygamma(Function):
     @staticmethod
     def forward(ctx, x, n):
         ctx.save_for_backward(x)
         ctx.n = n
-        return _back(_polygamma(n, _np(x)), x)
+        return _back(_polygamma_torch(n, _np(x), x.dtype != _C.dtype.float64), x)
 
     @staticmethod
     def backward(ctx, g):
@@ -396,10 +462,12 @@ def multigammaln(input, p):
 
 
 def spherical_bessel_j0(input):
-    """sin(x) / x (1 at 0; its Taylor polynomial near 0, so the gradient stays finite)."""
+    """sin(x) / x (1 at 0; its Taylor polynomial near 0, so the gradient stays finite; 0 at ±inf, as torch's)."""
     small = input.abs().lt(1e-4)
-    safe = _C._functional.where(small, input * 0 + 1, input)
-    return _C._functional.where(small, 1 - input * input / 6, safe.sin() / safe)
+    infinite = input.isinf()
+    safe = _C._functional.where(small | infinite, input * 0 + 1, input)
+    value = _C._functional.where(small, 1 - input * input / 6, safe.sin() / safe)
+    return _C._functional.where(infinite, _C._full([], 0.0, value.dtype), value)
 
 
 SPECIAL = dict(i0=i0, i0e=i0e, i1=i1, i1e=i1e, erfcx=erfcx, gammainc=gammainc, gammaincc=gammaincc,

@@ -99,9 +99,9 @@ def install(namespace):
                      _check_not_implemented=_checker(NotImplementedError, "Expected cond to be True, but got False."),
                      get_device_module=lambda device=None: _device_module(namespace, device))
     namespace["cuda"].OutOfMemoryError = OutOfMemoryError
-    from .nn.utils._orthogonal import geqrf, householder_product
+    from .nn.utils._orthogonal import geqrf, householder_product, ormqr
     namespace["linalg"].householder_product = householder_product
-    namespace.update(geqrf=geqrf, orgqr=householder_product)
+    namespace.update(geqrf=geqrf, orgqr=householder_product, ormqr=ormqr)
 
 
 def _device_module(namespace, device):

@@ -1,9 +1,10 @@
 """torch.linalg: the norms, composed of tessel's ops (differentiable, on DTensors too where the ops are),
 and the factorizations and solves through numpy's LAPACK on the host. inv, det, slogdet, solve, cholesky,
 eigh, eigvalsh and svdvals are differentiable (tessel/_linalg_grad.py: autograd Functions with the standard
-formulas, second derivatives included but for svdvals); svd's U and Vh, qr, lstsq, pinv and matrix_rank of a
-tensor that requires grad raise NotImplementedError. matrix_exp (scaling and squaring, differentiable),
-diagonal, vander, the *_ex forms, tensorinv and tensorsolve complete torch's list.
+formulas, second derivatives included but for svdvals), as are svd, qr, pinv, lstsq's solution, the LU family
+and eig / eigvals (tessel/_linalg_lu.py). matrix_exp (scaling and squaring, differentiable), diagonal, vander,
+the *_ex forms, tensorinv and tensorsolve complete torch's list. Inputs are checked as torch checks them and
+LAPACK's failures raise torch's messages (tessel/_linalg_checks.py).
 
     torch.linalg.vector_norm(g, 2)              # the gradient-clipping norm
     torch.linalg.matrix_norm(w, "fro")
@@ -15,6 +16,7 @@ import math
 import numpy as np
 
 from . import _C, _dtypes, return_types
+from . import _linalg_checks as _checks
 from ._tensor import Tensor
 from ._autocast_policy import float32_under_autocast as _float32_under_autocast
 from ._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
@@ -22,36 +24,62 @@ from ._autocast_policy import lower_precision_under_autocast as _lower_under_aut
 
 _QR = return_types.linalg_qr
 class LinAlgError(RuntimeError, np.linalg.LinAlgError):
-    """torch.linalg.LinAlgError: a RuntimeError, as torch's (the "try cholesky, except RuntimeError, add jitter"
-    pattern), and numpy's LinAlgError, which LAPACK's failures here start as (every public function below
-    turns numpy's into this one)."""
+    """torch.linalg.LinAlgError, which is torch._C._LinAlgError (the name it prints): a RuntimeError, as torch's (the
+    "try cholesky, except RuntimeError, add jitter" pattern), and numpy's LinAlgError, which LAPACK's failures here
+    start as (every public function below turns numpy's into this one, with torch's message)."""
+
+
+LinAlgError.__name__ = LinAlgError.__qualname__ = "_LinAlgError"
+LinAlgError.__module__ = "tessel._C"
+_C._LinAlgError = LinAlgError
 
 
 def _dims(dim, ndim):
-    if dim is None:
-        return tuple(range(ndim))
-    return tuple(d % ndim for d in (dim if isinstance(dim, (tuple, list)) else (dim,)))
+    return _checks.dim_list(dim, ndim)
 
 
-def _float(x, dtype):
-    if dtype is not None:
-        return x.to(dtype)
-    return x if x.dtype.is_floating_point else x.to(_dtypes.float32)
+def _real_input(x, dtype, fn):
+    """x for a norm: |x| of a complex tensor (its norms are those of the moduli, in the real dtype), torch's dtype
+    checks, then x in dtype (the dtype= argument converts before computing, as torch's)."""
+    if dtype is None and isinstance(x, Tensor) and x.dtype.is_floating_point:  # the common case, kept cheap
+        return x
+    from ._complex import ComplexTensor
+    if isinstance(x, ComplexTensor):
+        x = x.abs()
+        dtype = dtype.to_real() if hasattr(dtype, "to_real") else dtype  # complex128 computes in float64
+    _checks.floating(x, fn)
+    _checks.not_narrowing(x, dtype, fn)
+    return x if dtype is None or dtype == x.dtype else x.to(dtype)
+
+
+def _empty_extremum(x, ord, dim, dims):
+    """torch refuses an inf / -inf norm over an empty dimension (max and min have no identity)."""
+    if ord in (math.inf, -math.inf) and x.numel() == 0:
+        sign = "" if ord > 0 else "-"
+        if dim is None:
+            raise RuntimeError("linalg.vector_norm cannot compute the %sinf norm on an empty tensor because the "
+                               "operation does not have an identity" % sign)
+        for d in dims:
+            if x.shape[d] == 0:
+                raise RuntimeError("linalg.vector_norm cannot compute the %sinf norm on the dimension %dbecause this "
+                                   "dimension is empty and the operation does not have an identity" % (sign, d))
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 (torch's argument name)
     """(Σ|x|^ord)^(1/ord) over dim (all dimensions by default); ord inf / -inf: max / min |x|; 0: the
-    count of nonzero entries."""
-    if not x.dtype.is_floating_point:  # torch: integer and bool inputs raise, a dtype notwithstanding
-        from ._dtype_errors import vector_norm_error
-        raise vector_norm_error(x)
-    x = _float(x, dtype)
+    count of nonzero entries. A complex x: the norm of its moduli."""
+    if isinstance(ord, str):
+        raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
+    x = _real_input(x, dtype, "linalg.vector_norm")
     if x.dim() == 0:  # a 0-d tensor is its own vector, dim 0 or -1 naming it (dim % 0 raised ZeroDivisionError)
         for d in () if dim is None else (dim if isinstance(dim, (tuple, list)) else (dim,)):
-            if d not in (0, -1):
-                raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got %d)" % d)
+            _checks.dim_index(d, 0)
         return vector_norm(x.reshape(1), ord, 0)
     dims = _dims(dim, x.dim())
+    _empty_extremum(x, ord, dim, dims)
+    if x.dtype in _dtypes.REDUCED and ord not in (math.inf, -math.inf):  # torch's kernel accumulates in float32:
+        # float16 [300, 400]'s squares overflowed to inf where torch's 2-norm is 500; one rounding back
+        return vector_norm(x.float(), ord, dims, keepdim).to(x.dtype)
     a = x.abs()
     if ord == math.inf:
         return a.amax(dim=dims, keepdim=keepdim)
@@ -65,8 +93,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return _sqrt_zero_grad((x * x).sum(dims, keepdim=keepdim))  # a zero vector's gradient is 0, as torch's
     if ord == 1:
         return a.sum(dims, keepdim=keepdim)
-    if x.dtype in _dtypes.REDUCED:  # torch's kernel: |x|^p summed in float32 (float16 50^3
-        return vector_norm(x.float(), ord, dims, keepdim).to(x.dtype)  # overflowed to inf), one rounding
     if not (_C.is_grad_enabled() and x.requires_grad):
         return (a ** float(ord)).sum(dims, keepdim=keepdim) ** (1.0 / ord)
     return _PNorm.apply(x, float(ord), dims, keepdim)
@@ -113,8 +139,18 @@ _PNorm = _PNormFunction
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
     """Frobenius, 1 / -1 (max / min column sum of |A|), inf / -inf (row sums), and 2 / -2 / 'nuc' (through the
     differentiable svdvals)."""
-    A = _float(A, dtype)
-    r, c = _dims(dim, A.dim())
+    from ._complex import ComplexTensor
+    if isinstance(A, ComplexTensor) and ord in (2, -2, "nuc"):
+        raise NotImplementedError("linalg.matrix_norm: ord=%s of a complex matrix (its singular values) is not "
+                                  "supported by tessel's complex tensors (tessel/_complex.py)" % (ord,))
+    A = _real_input(A, dtype, "linalg.matrix_norm")
+    _checks.at_least_2d(A, "linalg.matrix_norm")
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise RuntimeError("linalg.matrix_norm: dim must be a 2-tuple. Got %s"
+                           % " ".join(str(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))))
+    r, c = (_checks.dim_index(d, A.dim()) for d in dim)
+    if r == c:
+        raise RuntimeError("linalg.matrix_norm: dims must be different. Got (%d, %d)" % (r, c))
     if ord == "fro":
         return vector_norm(A, 2, (r, c), keepdim)
     if ord in (1, -1, math.inf, -math.inf):
@@ -126,18 +162,23 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
         s = svdvals(A.movedim((r, c), (-2, -1)))
         out = s.amax(-1) if ord == 2 else -(-s).amax(-1) if ord == -2 else s.sum(-1)
         return out.unsqueeze(builtins.min(r, c)).unsqueeze(builtins.max(r, c)) if keepdim else out
-    raise RuntimeError("linalg.matrix_norm: Order %r not supported." % (ord,))
+    raise RuntimeError("linalg.matrix_norm: Order %s not supported." % (ord,))
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """torch.linalg.norm: ord None is the 2-norm of the flattened tensor (or of dim); otherwise a vector
-    norm for one dimension (or a 1-D input) and a matrix norm for two (or a 2-D input)."""
-    if isinstance(ord, str) or (dim is not None and isinstance(dim, (tuple, list)) and len(dim) == 2) or (
-            dim is None and ord is not None and A.dim() == 2):
-        return matrix_norm(A, "fro" if ord is None else ord, (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
-    if ord is not None and dim is None and A.dim() != 1:
+    norm for one dimension (or a 1-D input) and a matrix norm for two (or a 2-D input); a string ord is always
+    a matrix norm (of dims (0, 1) without dim, as torch's: a 1-D input's error is matrix_norm's)."""
+    dims = None if dim is None else list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    if dims is not None and len(dims) not in (1, 2):
+        raise RuntimeError("linalg.norm: If dim is specified, it must be of length 1 or 2. Got %s" % dims)
+    if dims is None and ord is not None and A.dim() not in (1, 2):
         raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got %dD."
                            % A.dim())
+    if isinstance(ord, str):
+        return matrix_norm(A, ord, (0, 1) if dims is None else dims, keepdim, dtype=dtype)
+    if ord is not None and (len(dims) == 2 if dims is not None else A.dim() == 2):
+        return matrix_norm(A, ord, (0, 1) if dims is None else dims, keepdim, dtype=dtype)
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
@@ -167,10 +208,24 @@ def _svd_host(A, full_matrices):
     return _back(u, A), _back(s, A), _back(vh, A)
 
 
+def _no_driver(driver):
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+                           "cuSOLVER backend.")
+
+
+def _svd_checks(A, driver):
+    _no_driver(driver)
+    _checks.at_least_2d(A, "linalg.svd")
+    _checks.floating(A, "linalg.svd")
+
+
 @_float32_under_autocast
-def svd(A, full_matrices=True):
+def svd(A, full_matrices=True, *, driver=None):
     """(U, S, Vh), a namedtuple as torch's; differentiable (tessel/_linalg_grad.py: the gradient of U and Vh
-    needs distinct singular values, as torch's, and full_matrices=False unless A is square)."""
+    needs distinct singular values, as torch's; with full_matrices the extra columns of U and rows of Vh, which
+    are not unique, get no gradient, as torch's)."""
+    _svd_checks(A, driver)
     return _SVD(*(_grad().Svd.apply(A, full_matrices) if _needs_grad(A) else _svd_host(A, full_matrices)))
 
 
@@ -179,7 +234,8 @@ def _svdvals_host(A):
 
 
 @_float32_under_autocast
-def svdvals(A):
+def svdvals(A, *, driver=None):
+    _svd_checks(A, driver)
     return _grad().Svdvals.apply(A) if _needs_grad(A) else _svdvals_host(A)
 
 
@@ -192,24 +248,26 @@ def _eigh_host(A, UPLO):
     return _back(w, A), _back(v, A)
 
 
+def _eigh_checks(A, UPLO):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise RuntimeError("Expected UPLO argument to be 'L' or 'U', but got %s" % (UPLO,))
+    _checks.square(A, "linalg.eigh")
+    _checks.not_implemented_for(A, "linalg_eigh_cpu")
+
+
 @_float32_under_autocast
 def eigh(A, UPLO="L"):
     """(eigenvalues, eigenvectors), a namedtuple as torch's (it unpacks as a pair too)."""
+    _eigh_checks(A, UPLO)
     return _EIGH(*(_grad().Eigh.apply(A, UPLO) if _needs_grad(A) else _eigh_host(A, UPLO)))
 
 
 @_float32_under_autocast
 def lstsq(A, B, rcond=None, *, driver=None):
-    """The least-squares (minimum-norm) solution, residuals, rank and singular values (numpy's LAPACK); under
-    autograd the solution is pinv(A) @ B, which is differentiable (A of constant rank)."""
-    solution, residuals, rank, sv = np.linalg.lstsq(_host(A, "lstsq"), _host(B, "lstsq"), rcond=rcond)
-    if _needs_grad(A, B):
-        b = B.unsqueeze(-1) if B.dim() == A.dim() - 1 else B
-        x = pinv(A) @ b
-        solution = x.squeeze(-1) if B.dim() == A.dim() - 1 else x
-    else:
-        solution = _back(solution, A)
-    return _LSTSQ(solution, _back(residuals, A), _C._from_numpy(np.asarray(rank, dtype=np.int64)), _back(sv, A))
+    """The least-squares (minimum-norm) solution, and the residuals, rank and singular values that torch's driver
+    (default gelsy) gives; batched, with broadcast batch dims (tessel/_linalg_lstsq.py)."""
+    from ._linalg_lstsq import lstsq as _lstsq
+    return _LSTSQ(*_lstsq(A, B, rcond, driver))
 
 
 def _eigvalsh_host(A, UPLO):
@@ -218,6 +276,7 @@ def _eigvalsh_host(A, UPLO):
 
 @_float32_under_autocast
 def eigvalsh(A, UPLO="L"):
+    _eigh_checks(A, UPLO)
     return _grad().Eigvalsh.apply(A, UPLO) if _needs_grad(A) else _eigvalsh_host(A, UPLO)
 
 
@@ -230,8 +289,14 @@ def _inv_host(A):
     return _back(np.linalg.inv(_host(A, "inv")), A)
 
 
+def _square_floating(A, fn):
+    _checks.square(A, fn)
+    _checks.floating(A, fn)
+
+
 @_float32_under_autocast
 def inv(A):
+    _square_floating(A, "linalg.inv")
     return _grad().Inv.apply(A) if _needs_grad(A) else _inv_host(A)
 
 
@@ -240,6 +305,7 @@ def _det_host(A):
 
 
 def det(A):
+    _square_floating(A, "linalg.det")
     return _grad().Det.apply(A) if _needs_grad(A) else _det_host(A)
 
 
@@ -252,6 +318,7 @@ _SLOGDET = return_types.linalg_slogdet
 
 
 def slogdet(A):
+    _square_floating(A, "linalg.slogdet")
     return _SLOGDET(*(_grad().Slogdet.apply(A) if _needs_grad(A) else _slogdet_host(A)))
 
 
@@ -277,8 +344,26 @@ def _solve_matrices(a, b):
     return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
 
 
+def _solve_checks(A, B, left, fn="linalg.solve"):
+    """torch's linalg.solve checks: dtypes, a square A, B's rows (columns when left=False) matching A's."""
+    _checks.floating(A, fn)
+    _checks.same_dtype(A, B, fn)
+    _checks.square(A, fn)
+    n = A.shape[-1]
+    vector = left and vector_rhs(tuple(A.shape), tuple(B.shape))
+    rows = (B.shape[-1] if vector else B.shape[-2 if left else -1]) if B.dim() else 1
+    if rows != n or (not vector and B.dim() < 2):
+        shape = "%dx1" % (B.shape[-1] if B.dim() else 1) if vector or B.dim() < 2 else "%dx%d" % tuple(B.shape[-2:])
+        raise RuntimeError("%s: Incompatible shapes of A and B for the equation %s (%dx%d and %s)"
+                           % (fn, "AX = B" if left else "XA = B", n, n, shape))
+    if not vector:
+        from ._linalg_lstsq import _broadcast_batch
+        _broadcast_batch(tuple(B.shape[:-2]), tuple(A.shape[:-2]))  # (torch names B's sizes "tensor a")
+
+
 @_float32_under_autocast
 def solve(A, B, *, left=True):
+    _solve_checks(A, B, left)
     return _grad().Solve.apply(A, B, left) if _needs_grad(A, B) else _solve_host(A, B, left)
 
 
@@ -287,12 +372,22 @@ def _cholesky_host(A, upper):
     factor of A^H's lower triangle, transposed; numpy reads only the lower triangle)."""
     a = _host(A, "cholesky")
     if upper:
-        return _back(np.swapaxes(np.linalg.cholesky(np.swapaxes(a, -1, -2).conj()), -1, -2).conj(), A)
-    return _back(np.linalg.cholesky(a), A)
+        return _back(np.swapaxes(_potrf(np.swapaxes(a, -1, -2).conj()), -1, -2).conj(), A)
+    return _back(_potrf(a), A)
+
+
+def _potrf(a):
+    """numpy's cholesky, failing as LAPACK's potrf does on a NaN pivot too (numpy's returned NaNs there: torch raises
+    "the leading minor of order 1 is not positive-definite" for [[nan, 1], [1, 3]])."""
+    lower = np.linalg.cholesky(a)
+    if np.isnan(np.diagonal(lower, axis1=-2, axis2=-1)).any():
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+    return lower
 
 
 @_float32_under_autocast
 def cholesky(A, *, upper=False):
+    _square_floating(A, "linalg.cholesky")
     return _grad().Cholesky.apply(A, upper) if _needs_grad(A) else _cholesky_host(A, upper)
 
 
@@ -314,6 +409,9 @@ def _singular_values(a, hermitian):
 @_float32_under_autocast
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
     """torch.linalg.matrix_rank: the singular values above max(atol, rtol·σ_max) (tol: the old name of atol)."""
+    _checks.at_least_2d(A, "torch.linalg.matrix_rank", "input")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError("This function doesn't handle types other than float and double")
     a = _host(A, "matrix_rank")
     atol = tol if atol is None else atol
     s = _singular_values(a, hermitian)
@@ -335,8 +433,14 @@ def _pinv_host(A, hermitian, atol=None, rtol=None):
     return _back((np.swapaxes(vh, -1, -2).conj() * inv[..., None, :]) @ np.swapaxes(u, -1, -2).conj(), A)
 
 
-def pinv(A, *, atol=None, rtol=None, hermitian=False):
-    """torch.linalg.pinv (differentiable); singular values at or below max(atol, rtol·σ_max) count as zero."""
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
+    """torch.linalg.pinv (differentiable); singular values at or below max(atol, rtol·σ_max) count as zero. rcond,
+    positional or not, is torch's deprecated spelling of rtol (with atol 0), as numpy's pinv names it."""
+    if A.dim() < 2 or not A.dtype.is_floating_point:
+        raise RuntimeError("linalg.pinv(%s{%s}): expected a tensor with 2 or more dimensions of float, double, cfloat "
+                           "or cdouble types" % (_checks.name(A.dtype), list(A.shape)))
+    if rcond is not None:
+        atol, rtol = 0.0, rcond
     if _needs_grad(A):
         return _grad().Pinv.apply(A, hermitian, atol, rtol)
     return _pinv_host(A, hermitian, atol, rtol)
@@ -360,8 +464,10 @@ def qr(A, mode="reduced"):
     (tessel/_linalg_grad.py) except mode='r' and mode='complete' of a tall matrix, whose backward raises as
     torch's."""
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError("qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or "
-                         "'complete'" % mode)
+        raise RuntimeError("qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or "
+                           "'complete'" % mode)
+    _checks.at_least_2d(A, "linalg.qr")
+    _checks.floating(A, "linalg.qr")
     return _QR(*(_grad().Qr.apply(A, mode) if _needs_grad(A) else _qr_host(A, mode)))
 
 
@@ -371,12 +477,15 @@ def cross(input, other, *, dim=-1):
 
 
 def matrix_power(A, n):
+    _checks.square(A, "linalg.matrix_power")
     from ._composed import matrix_power as _power
     return _power(A, n)
 
 
 @_lower_under_autocast
 def vecdot(x, y, *, dim=-1):
+    _checks.floating(x, "linalg.vecdot")
+    _checks.same_dtype(x, y, "linalg.vecdot", ("x", "y"))
     from ._composed import vecdot as _vecdot
     return _vecdot(x, y, dim=dim)
 
@@ -392,11 +501,9 @@ def cond(A, p=None):
     return _cond(A, p)
 
 
-
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     from ._composed import solve_triangular as _solve_triangular
     return _solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
-
 
 
 def matrix_exp(A):
@@ -407,22 +514,23 @@ def matrix_exp(A):
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     """torch.linalg.diagonal: torch.diagonal with the last two dims as the default."""
+    for d in (dim1, dim2):
+        _checks.dim_index(d, A.dim())
     return A.diagonal(offset, dim1, dim2)
 
 
 def vander(x, *, N=None):
     """torch.linalg.vander: [..., n, N] with columns x⁰, x¹, ..., x^(N-1) (increasing powers, unlike
-    numpy.vander's default)."""
+    numpy.vander's default). The x⁰ column is 1 for inf and NaN too (x·0 + 1 made it NaN there)."""
+    n = N if N is not None else (x.shape[-1] if x.dim() else 1)
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
     if x.dim() < 1:
         raise RuntimeError("linalg.vander: x must have at least one dimension")
-    n = x.shape[-1] if N is None else N
-    if n < 1:
-        raise RuntimeError("N must be greater than 1.")
-    if n == 1:
-        return x.unsqueeze(-1) * 0 + 1
-    powers = [x.unsqueeze(-1) * 0 + 1, x.unsqueeze(-1)]
+    column = x.unsqueeze(-1)
+    powers = [column.detach() ** 0, column]
     for _ in range(2, n):
-        powers.append(powers[-1] * x.unsqueeze(-1))
+        powers.append(powers[-1] * column)
     return _C._functional.cat(powers, -1)
 
 
@@ -434,22 +542,6 @@ _SOLVE_EX = return_types.linalg_solve_ex
 def _info(shape, codes):
     """LAPACK's info per batch entry (0 for success), shaped as the batch (0-d for one matrix)."""
     return _C._from_numpy(np.asarray(codes, dtype=np.int32).reshape(shape))
-
-
-def _lu_info(m):
-    """getrf's info: 1 + the first column whose partial-pivoting pivot is exactly zero, else 0."""
-    from ._linalg_lu import _getrf
-    return int(_getrf(np.asarray(m, dtype=np.float64))[2])
-
-
-def _cholesky_info(m):
-    """potrf's info: the order of the first leading minor that is not positive definite, else 0."""
-    for k in range(1, m.shape[0] + 1):
-        try:
-            np.linalg.cholesky(m[:k, :k])
-        except np.linalg.LinAlgError:
-            return k
-    return 0
 
 
 def _each_with_info(A, op, info_of):
@@ -476,39 +568,47 @@ def _success(A):
 @_float32_under_autocast
 def inv_ex(A, *, check_errors=False):
     """torch.linalg.inv_ex: (inverse, info) with info > 0 (LAPACK's: the first zero pivot) where A is singular
-    instead of an error (unless check_errors); the inverse is differentiable where it exists."""
+    instead of an error (unless check_errors: torch's LinAlgError, named for inv_ex); the inverse is
+    differentiable where it exists."""
+    _square_floating(A, "linalg.inv")
     try:
         return _INV_EX(inv(A), _success(A))
     except np.linalg.LinAlgError:
-        values, codes = _each_with_info(A, np.linalg.inv, _lu_info)
+        values, codes = _each_with_info(A, np.linalg.inv, _checks.getrf_info)
     if check_errors:
-        raise RuntimeError("linalg.inv: The diagonal element %d is zero, the inversion could not be completed "
-                           "because the input matrix is singular." % builtins.max(codes))
+        raise LinAlgError(_checks.inv_message(_host(A, "inv_ex"), "linalg.inv_ex"))
     return _INV_EX(values, _info(tuple(A.shape[:-2]), codes))
+
+
+def _lower_of(A, upper):
+    """The matrix whose lower triangle potrf factors: A itself, or A^H for upper=True (A's upper triangle)."""
+    a = _host(A, "cholesky")
+    return np.swapaxes(a, -1, -2).conj() if upper else a
 
 
 @_float32_under_autocast
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """torch.linalg.cholesky_ex: (L, info), info > 0 where A is not positive definite (no error unless
     check_errors)."""
+    _square_floating(A, "linalg.cholesky")
     try:
         return _CHOLESKY_EX(cholesky(A, upper=upper), _success(A))
     except np.linalg.LinAlgError:
-        lower, codes = _each_with_info(A, np.linalg.cholesky, _cholesky_info)
+        lower, codes = _each_with_info(A, _potrf, _checks.potrf_info)
     if check_errors:
-        raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
-                           "positive-definite.")
+        raise LinAlgError(_checks.cholesky_message(_lower_of(A, upper), "linalg.cholesky_ex"))
     return _CHOLESKY_EX(lower.transpose(-2, -1) if upper else lower, _info(tuple(A.shape[:-2]), codes))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
     """torch.linalg.solve_ex: (X, info), info > 0 where A is singular."""
+    _solve_checks(A, B, left)
     try:
         return _SOLVE_EX(solve(A, B, left=left), _success(A))
     except np.linalg.LinAlgError:
-        _, codes = _each_with_info(A, np.linalg.inv, _lu_info)
+        _, codes = _each_with_info(A, np.linalg.inv, _checks.getrf_info)
     if check_errors:
-        raise RuntimeError("torch.linalg.solve: The solver failed because the input matrix is singular.")
+        raise LinAlgError(_checks.solve_message(_host(A, "solve_ex"), "torch.linalg.solve_ex"))
     with _C._GradMode(False):
         nan = B.detach() * float("nan")
     return _SOLVE_EX(nan, _info(tuple(A.shape[:-2]), codes))
@@ -545,6 +645,22 @@ def tensorsolve(A, B, dims=None):
 from ._linalg_lu import eig, eigvals, lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402,F401 (LU family, eig)
 
 
+def _torchs_failure(name, args, kwargs, error):
+    """torch's message for a LAPACK failure numpy reported as `error`, from LAPACK's info of the first failing
+    matrix; numpy's own text for the failures torch has no message of its own for."""
+    A = args[0] if args else kwargs.get("A", kwargs.get("input"))
+    if isinstance(A, Tensor):
+        if name == "inv":
+            return _checks.inv_message(_host(A, name))
+        if name == "cholesky":
+            return _checks.cholesky_message(_lower_of(A, kwargs.get("upper", False)))
+        if name == "solve":
+            return _checks.solve_message(_host(A, name))
+        if name in ("svd", "svdvals", "pinv", "matrix_rank", "cond"):
+            return _checks.svd_message(_host(A, name))
+    return "linalg.%s: %s" % (name, error)
+
+
 def _raising_torchs_error(fn):
     import functools
 
@@ -555,7 +671,7 @@ def _raising_torchs_error(fn):
         except np.linalg.LinAlgError as e:
             if isinstance(e, LinAlgError):
                 raise
-            raise LinAlgError("linalg.%s: %s" % (fn.__name__, e)) from None
+            raise LinAlgError(_torchs_failure(fn.__name__, args, kwargs, e)) from None
     return wrapper
 
 

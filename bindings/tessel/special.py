@@ -28,6 +28,8 @@ from ._special_more import SPECIAL as _MORE  # noqa: E402 (i0, i1e, erfcx, gamma
 globals().update(_wrap_composed(_MORE))
 from ._polynomials import POLYNOMIALS as _POLYNOMIALS  # noqa: E402 (chebyshev_polynomial_t, legendre_polynomial_p, ...)
 globals().update(_wrap_composed(_POLYNOMIALS))
+from ._special_bessel import SPECIAL as _BESSEL  # noqa: E402 (bessel_j0 / y1, modified_bessel_k0, airy_ai, ...)
+globals().update(_wrap_composed(_BESSEL))
 
 
 def ndtr(input):

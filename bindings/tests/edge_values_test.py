@@ -146,12 +146,14 @@ def test_polygamma_below_zero_by_reflection_and_its_poles():
              (1, -1e6 - 0.25, 19.739207802179467237)]  # the last took a million recurrence steps
     for n, x, want in cases:
         assert tessel.polygamma(n, f64([x])).item() == pytest.approx(want, rel=1e-12), (n, x)
-    # the poles: +inf for odd n, -inf for even n (torch's sign), at once even for -1e30 (it hung) and -inf
-    # (it raised OverflowError)
-    assert tessel.polygamma(1, f64([0.0, -3.0, -1e30, -INF])).tolist() == [INF] * 4
+    # the poles: -inf for even n (torch's sign), at once even for -1e30 (it hung) and -inf (it raised
+    # OverflowError); n = 1 is torch's trigamma formula, whose sin(pi x) at a pole is a rounding error, not 0: large
+    # and finite below 0, NaN at -inf (torch 2.15's values)
+    got = tessel.polygamma(1, f64([0.0, -3.0, -1e30, -INF])).tolist()
+    assert got[:3] == [INF, 7.311989052578831e+31, 12.97825621408955] and math.isnan(got[3])
     assert tessel.polygamma(2, f64([-0.0, -2.0, -1e30])).tolist() == [-INF] * 3
     assert tessel.polygamma(1, f64([INF])).item() == 0.0
-    assert tessel.polygamma(1, tessel.tensor([-2 ** 31, 5], dtype=tessel.int32)).tolist()[0] == INF
+    assert tessel.polygamma(1, tessel.tensor([-2 ** 31, 5], dtype=tessel.int32)).tolist()[0] == 20.94628143310547
 
 
 def test_zeta_poles_dominant_term_and_negative_q():
@@ -190,7 +192,8 @@ def test_digamma_i1_logit_and_tan_at_the_edges():
     # reflection with cot of x's fraction: pi x rounded for large |x| (it gave 40.7)
     assert tessel.digamma(f64([-4503599627370495.5])).item() == pytest.approx(36.04365338911715609, rel=1e-14)
     got = tessel.special.i1(f64([700.0, 800.0, INF, -INF])).tolist()
-    assert got[0] == pytest.approx(1.5285003902339006881e+302, rel=1e-12) and got[1:] == [INF, INF, -INF]
+    assert got[0] == pytest.approx(1.5285003902339006881e+302, rel=1e-12) and got[1] == INF
+    assert math.isnan(got[2]) and math.isnan(got[3])  # torch's i1(±inf) is NaN (its e^x · P(1/x) / sqrt(x))
     # logit with eps clamps to [eps, 1 - eps] in the input's dtype (torch's): 1 - 1e-6 is 0.99999899 in float32
     hi = float(np.float32(1) - np.float32(1e-6))
     out = tessel.logit(tessel.tensor([1.0, 2.0]), eps=1e-6).tolist()

@@ -38,15 +38,20 @@ def test_svd_gradients_by_finite_differences(shape):
     assert gradcheck(loss, (a,), eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
-def test_svd_full_matrices_square_and_refusal():
+def test_svd_full_matrices_square_and_tall():
     a, w = mat(3, 3), weights(3, 3)
     assert gradcheck(lambda x: (tessel.linalg.svd(x)[0] ** 2 * w).sum(), (a,), eps=1e-6, atol=1e-6)
     tall = mat(4, 2)
     u, s, vh = tessel.linalg.svd(tall)  # full_matrices=True: U is 4 x 4
     assert tuple(u.shape) == (4, 4)
-    with pytest.raises(NotImplementedError, match="full_matrices=True and the matrix is not square"):
-        (u ** 2).sum().backward()
-    s.sum().backward()  # the singular values alone are fine
+    # U's extra columns (not unique) get no gradient, as torch's; the first two get the reduced U's
+    reduced, w42 = tall.detach().clone().requires_grad_(True), weights(4, 2)
+    (u[:, :2] ** 2 * w42).sum().backward()
+    (tessel.linalg.svd(reduced, full_matrices=False)[0] ** 2 * w42).sum().backward()
+    np.testing.assert_allclose(tall.grad.numpy(), reduced.grad.numpy(), rtol=1e-10, atol=1e-12)
+    tall.grad = None
+    u, s, vh = tessel.linalg.svd(tall)
+    s.sum().backward()  # the singular values alone
     x = mat(3, 2)  # a second derivative through svd
     assert tessel.autograd.gradgradcheck(lambda y: (tessel.linalg.svd(y, full_matrices=False)[0] ** 2 * w[:, :2]).sum(),
                                          (x,), eps=1e-6, atol=1e-5, rtol=1e-3)
@@ -75,7 +80,7 @@ def test_qr_refusals_and_second_derivative():
     with pytest.raises(RuntimeError, match="not computed when mode='r'"):
         r.sum().backward()
     q, _ = tessel.linalg.qr(a, mode="complete")
-    with pytest.raises(NotImplementedError, match="mode='complete' and nrows > ncols"):
+    with pytest.raises(RuntimeError, match="mode='complete' and nrows > ncols"):  # (torch's RuntimeError)
         (q ** 2 * weights(4, 4)).sum().backward()
     wide = mat(3, 4)
     qc, rc = tessel.linalg.qr(wide, mode="complete")  # wide: complete is reduced, and differentiable

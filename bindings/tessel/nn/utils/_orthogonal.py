@@ -53,6 +53,21 @@ def householder_product(A, tau):
     return Q
 
 
+def ormqr(input, input2, input3, left=True, transpose=False, *, out=None):
+    """torch.ormqr: Q·C (C·Q with left=False; Qᵀ with transpose) for the Q of geqrf's (input, tau = input2) and
+    C = input3, applying the reflectors H_i = I - tau_i v_i v_iᵀ in turn instead of forming Q (differentiable)."""
+    m = input.shape[-2]
+    if (input3.shape[-2] if left else input3.shape[-1]) != m:
+        raise RuntimeError("torch.ormqr: other.shape[%d] must be equal to input.shape[-2]" % (-2 if left else -1))
+    V = input.tril(-1) + _eye(m, input.shape[-1], input.dtype)
+    c = input3
+    k = input2.shape[-1]
+    for i in (range(k) if transpose == left else reversed(range(k))):  # Q = H_1 ... H_k
+        v, tau = V[..., :, i:i + 1], input2[..., i:i + 1].unsqueeze(-1)
+        c = c - tau * (v @ (v.transpose(-2, -1) @ c)) if left else c - tau * ((c @ v) @ v.transpose(-2, -1))
+    return c
+
+
 def _eye(m, n, dtype):
     from ..._tensor import tensor
     return tensor(np.eye(m, n), dtype=dtype)
