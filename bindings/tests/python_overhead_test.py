@@ -1,0 +1,84 @@
+"""The per-call fast paths of the forty-first session's overhead sweep against torch 2.15 (every expected value
+below is what torch 2.15 printed for the same lines): `a += b` and friends through the C++ in-place front, with
+promotion, integer targets, autograd and DTensor-free views still following torch's rules. Each fast path is
+also checked to skip the Python rules it replaces (those patched to raise), since a silent fall back to them is
+what the sweep measured as overhead.
+"""
+import pytest
+
+import tessel
+from tessel import _compat
+
+T = tessel.tensor
+
+
+def _pair():
+    a = T([[1.5, -2.0, 3.0], [0.25, 4.0, -1.0]])
+    b = T([[0.5, 1.0, -2.0], [2.0, 0.5, 4.0]])
+    return a, b
+
+
+def test_augmented_assignment_writes_self_in_place():
+    a, b = _pair()
+    x = a
+    x += b
+    assert x is a
+    assert a.tolist() == [[2.0, -1.0, 1.0], [2.25, 4.5, 3.0]]  # torch's
+    x -= b * 2
+    assert a.tolist() == [[1.0, -3.0, 5.0], [-1.75, 3.5, -5.0]]  # torch's
+    x *= b
+    assert a.tolist() == [[0.5, -3.0, -10.0], [-3.5, 1.75, -20.0]]  # torch's
+    x /= b
+    assert a.tolist() == [[1.0, -3.0, 5.0], [-1.75, 3.5, -5.0]]  # torch's
+    v = a[1]
+    v += 10  # a view: the base sees the write
+    assert a.tolist() == [[1.0, -3.0, 5.0], [8.25, 13.5, 5.0]]  # torch's
+
+
+def test_plain_float_augmented_assignment_skips_the_python_rules(monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("the Python rules ran for a plain float tensor")
+    for name in ("_add_", "_sub_", "_mul_", "_div_"):
+        monkeypatch.setattr(_compat, name, refused)
+    a, b = _pair()
+    a += b
+    a -= b
+    a *= 2.0
+    a /= b
+    assert a.tolist() == [[6.0, -4.0, -3.0], [0.25, 16.0, -0.5]]  # torch's
+
+
+def test_augmented_assignment_promotion_and_integer_targets():
+    f = T([1.0, 2.0])
+    f += T([0.1, 0.2], dtype=tessel.float64)  # computed in float64, written back in float32
+    assert f.dtype is tessel.float32 and f.tolist() == [1.100000023841858, 2.200000047683716]  # torch's
+    i = T([1, 2])
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        i += T([0.5, 0.5])
+    flags = T([True, False])
+    with pytest.raises(NotImplementedError, match="Subtraction, the `-` operator, with two bool tensors"):
+        flags -= flags
+
+
+def test_augmented_assignment_broadcast_errors_are_torchs():
+    s = tessel.ones(3)
+    with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+        s *= tessel.ones(2, 3)  # torch's message (the copy_ of the product raised its own)
+    assert s.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_augmented_assignment_under_autograd_is_recorded():
+    w = tessel.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        w += 1
+    h = w * 3
+    h *= w
+    h.sum().backward()
+    assert w.grad.tolist() == [6.0, 6.0]  # torch's
+    with tessel.no_grad():
+        w += 1
+    assert w.tolist() == [2.0, 2.0] and w.requires_grad  # torch's
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
