@@ -80,5 +80,56 @@ def test_augmented_assignment_under_autograd_is_recorded():
     assert w.tolist() == [2.0, 2.0] and w.requires_grad  # torch's
 
 
+def test_basic_setitem_of_a_number_writes_through_views():
+    a = tessel.zeros(2, 3)
+    v = a[1]
+    v[0] = 5.0
+    a[:, 2] = -1.0
+    assert a.tolist() == [[0.0, 0.0, -1.0], [5.0, 0.0, -1.0]] and v.tolist() == [5.0, 0.0, -1.0]  # torch's
+    h = tessel.zeros(2, dtype=tessel.float16)
+    h[0] = 70000.0  # past float16's range: setitem rounds to inf (fill_ would raise)
+    h[1] = -1e6
+    assert h.tolist() == [float("inf"), float("-inf")]  # torch's
+    i = tessel.zeros(2, dtype=tessel.int64)
+    i[0] = 3.7
+    assert i.tolist() == [3, 0]  # torch's
+
+
+def test_basic_setitem_of_a_number_skips_the_recording_fill(monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("the recording fill_ ran with nothing to record")
+    a = tessel.zeros(2, 3)
+    monkeypatch.setattr(tessel.Tensor, "fill_", refused)
+    a[0] = 1.0
+    a[:, 1] = 2.0
+    with tessel.no_grad():
+        a[1, 2] = 3.0
+    assert a.tolist() == [[1.0, 2.0, 1.0], [0.0, 2.0, 3.0]]  # torch's
+
+
+def test_basic_setitem_under_autograd_still_recorded_or_refused():
+    w = tessel.ones(3, requires_grad=True)
+    with tessel.no_grad():
+        nv = w[:2]
+    with pytest.raises(RuntimeError, match="created in no_grad mode"):
+        nv[0] = 2.0
+    y = w * 2
+    y[0] = 0.0
+    y.sum().backward()
+    assert w.grad.tolist() == [0.0, 2.0, 2.0]  # torch's
+    t = tessel.zeros(3)
+    t[1] = T(4.0, requires_grad=True)
+    assert t.requires_grad and t.tolist() == [0.0, 4.0, 0.0]  # torch's
+    with tessel.no_grad():
+        nv[1] = 7.0
+    assert w.tolist() == [1.0, 7.0, 1.0]  # torch's
+    b = tessel.arange(6.0).reshape(2, 3)
+    b[0] = b[1]
+    assert b.tolist() == [[3.0, 4.0, 5.0], [3.0, 4.0, 5.0]]  # torch's
+    c = tessel.arange(4.0)
+    with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer"):
+        c[1:] = c[:-1]
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
