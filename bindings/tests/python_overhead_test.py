@@ -131,5 +131,51 @@ def test_basic_setitem_under_autograd_still_recorded_or_refused():
         c[1:] = c[:-1]
 
 
+F32_MAX = 3.4028234663852886e38
+INF = float("inf")
+
+
+@pytest.mark.parametrize("value, dtype, expected", [
+    (3.0, tessel.float32, 3.0), (-0.0, tessel.float32, -0.0), (0.1, tessel.float32, 0.10000000149011612),
+    (3.4028235677973366e38, tessel.float32, INF), (F32_MAX, tessel.float32, F32_MAX), (-1e39, tessel.float32, -INF),
+    (INF, tessel.float32, INF), (7, tessel.int64, 7), (-2 ** 53, tessel.int64, -9007199254740992),
+    (2 ** 60, tessel.int64, 1152921504606846976), (True, tessel.bool, True)])  # torch's dtypes and items
+def test_tensor_of_a_python_number(value, dtype, expected):
+    t = tessel.tensor(value)
+    assert t.dtype is dtype and t.shape == () and t.item() == expected
+    assert str(t.item()) == str(expected)  # (the sign of -0.0 too)
+
+
+def test_tensor_of_a_python_number_edge_cases():
+    assert str(tessel.tensor(float("nan")).item()) == "nan"  # torch's
+    t = tessel.tensor(2.5, requires_grad=True)
+    assert t.requires_grad and t.is_leaf  # torch's
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):
+        tessel.tensor(2 ** 63)
+    tessel.set_default_dtype(tessel.float64)
+    try:
+        assert tessel.tensor(0.1).dtype is tessel.float64 and tessel.tensor(0.1).item() == 0.1  # torch's
+        assert tessel.tensor(1e39).item() == 1e39  # torch's
+    finally:
+        tessel.set_default_dtype(tessel.float32)
+
+
+def test_tensor_of_floats_skips_the_general_unpacking(monkeypatch):
+    import numpy as np
+
+    from tessel import _tensor
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the general path ran for plain Python numbers")
+    monkeypatch.setattr(_tensor, "checked_numbers", refused)
+    assert tessel.tensor(3.0).item() == 3.0 and tessel.tensor(-4).item() == -4  # torch's
+    monkeypatch.undo()
+    monkeypatch.setattr(np, "errstate", refused)
+    assert tessel.tensor([0.1, 2, -2.5]).tolist() == [0.10000000149011612, 2.0, -2.5]  # torch's
+    monkeypatch.undo()
+    assert tessel.tensor([0.1, 1e39, -2.0]).tolist() == [0.10000000149011612, INF, -2.0]  # torch's
+    assert str(tessel.tensor([float("nan"), 1e39]).tolist()) == "[nan, inf]"  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
