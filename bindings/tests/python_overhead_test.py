@@ -177,5 +177,41 @@ def test_tensor_of_floats_skips_the_general_unpacking(monkeypatch):
     assert str(tessel.tensor([float("nan"), 1e39]).tolist()) == "[nan, inf]"  # torch's
 
 
+def _rows():
+    return T([[3.0, -1.0, 2.0, 5.0], [0.5, 0.5, -2.0, 4.0]])
+
+
+def test_topk_sort_gather_values_are_torchs():
+    a = _rows()
+    v, i = a.topk(2, dim=1)
+    assert v.tolist() == [[5.0, 3.0], [4.0, 0.5]] and i.tolist() == [[3, 0], [3, 1]]  # torch's
+    v, i = a.sort(dim=1, descending=True)
+    assert v.tolist() == [[5.0, 3.0, 2.0, -1.0], [4.0, 0.5, 0.5, -2.0]]  # torch's
+    assert i.tolist() == [[3, 0, 2, 1], [3, 0, 1, 2]]  # torch's
+    assert tessel.gather(a, 1, T([[3, 0], [2, 2]])).tolist() == [[5.0, 3.0], [-2.0, -2.0]]  # torch's
+    assert a.argsort(dim=1).tolist() == [[1, 2, 0, 3], [2, 0, 1, 3]]  # torch's
+    with pytest.raises(RuntimeError, match="index 4 is out of bounds for dimension 1 with size 4"):
+        tessel.gather(a, 1, T([[4]]))
+
+
+def test_topk_sort_gather_import_nothing_per_call(monkeypatch):
+    import builtins
+    a, index = _rows(), T([[3, 0], [2, 2]])
+    imported, real_import = [], builtins.__import__
+
+    def noted(name, *args, **kwargs):
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", noted)
+    v, i = a.topk(2, dim=1)
+    s, j = a.sort(dim=1)
+    g = tessel.gather(a, 1, index)
+    monkeypatch.undo()
+    assert imported == []
+    assert v.tolist() == [[5.0, 3.0], [4.0, 0.5]] and i.tolist() == [[3, 0], [3, 1]]  # torch's
+    assert s.tolist() == [[-1.0, 2.0, 3.0, 5.0], [-2.0, 0.5, 0.5, 4.0]] and j.tolist() == [[1, 2, 0, 3], [2, 0, 1, 3]]
+    assert g.tolist() == [[5.0, 3.0], [-2.0, -2.0]]  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
