@@ -222,8 +222,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if high is None or size is None:
         raise TypeError("randint(low=0, high, size): high and size are required")
     # torch's CPU randint is random_(low, high) on a new tensor: the generator's host stream (tessel._host_random)
-    dtype = dtype or _dtypes.int64
-    return tensor(_random_values(tuple(_shape((size,))), dtype, low, high, generator)).to(dtype)
+    dtype = dtype or _I64
+    t = _C._from_numpy(_random_values(tuple(_shape((size,))), dtype, low, high, generator))  # (int64 values)
+    return t if dtype is _I64 else t.to(dtype)  # (an int64 .to(int64) alone cost ~1 us)
 
 
 def host_rng(generator=None):

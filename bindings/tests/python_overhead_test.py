@@ -213,5 +213,31 @@ def test_topk_sort_gather_import_nothing_per_call(monkeypatch):
     assert g.tolist() == [[5.0, 3.0], [-2.0, -2.0]]  # torch's
 
 
+def test_randint_values_and_dtypes_are_torchs():
+    tessel.manual_seed(0)
+    assert tessel.randint(0, 10, (2, 4)).tolist() == [[4, 9, 3, 0], [3, 9, 7, 3]]  # torch's
+    tessel.manual_seed(0)
+    t = tessel.randint(3, 10, (5,), dtype=tessel.float32)
+    assert t.dtype is tessel.float32 and t.tolist() == [7.0, 6.0, 3.0, 5.0, 4.0]  # torch's
+    tessel.manual_seed(0)
+    t = tessel.randint(10, (3,), dtype=tessel.int32)
+    assert t.dtype is tessel.int32 and t.tolist() == [4, 9, 3]  # torch's
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for unsigned char"):
+        tessel.randint(0, 300, (2,), dtype=tessel.uint8)
+
+
+def test_int64_randint_converts_nothing(monkeypatch):
+    from tessel import _tensor
+    converted = []
+    real_to = tessel.Tensor.to
+    monkeypatch.setattr(tessel.Tensor, "to", lambda self, *a, **k: converted.append(a) or real_to(self, *a, **k))
+    monkeypatch.setattr(_tensor, "tensor", lambda *a, **k: converted.append("tensor()") or tessel.tensor(*a, **k))
+    tessel.manual_seed(0)
+    t = tessel.randint(0, 10, (2, 4))
+    monkeypatch.undo()
+    assert converted == [] and t.dtype is tessel.int64
+    assert t.tolist() == [[4, 9, 3, 0], [3, 9, 7, 3]]  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
