@@ -239,5 +239,36 @@ def test_int64_randint_converts_nothing(monkeypatch):
     assert t.tolist() == [[4, 9, 3, 0], [3, 9, 7, 3]]  # torch's
 
 
+def test_einsum_values_are_torchs_on_repeated_calls():
+    a = tessel.arange(6.0).reshape(2, 3)
+    b = tessel.arange(12.0).reshape(3, 4) - 5
+    x = tessel.arange(24.0).reshape(2, 3, 4)
+    for _ in range(2):  # the second call runs from the cached plans
+        assert tessel.einsum("ij,jk->ik", a, b).tolist() == [[5.0, 8.0, 11.0, 14.0], [-4.0, 8.0, 20.0, 32.0]]
+        assert tessel.einsum("ij,jk", a, b).sum().item() == 94.0 and tessel.einsum("ij,ij->", a, a).item() == 55.0
+        e = tessel.einsum("...k,kn->...n", x, tessel.arange(8.0).reshape(4, 2))
+        assert e.shape == (2, 3, 2) and e[1, 2].tolist() == [268.0, 354.0]  # torch's
+        assert tessel.einsum("bij,bjk->bik", x, x.transpose(1, 2)).sum().item() == 12204.0  # torch's
+        assert tessel.einsum("ijk,k->j", x, tessel.ones(4)).tolist() == [60.0, 92.0, 124.0]  # torch's
+        assert tessel.einsum("ii->i", tessel.arange(9.0).reshape(3, 3)).tolist() == [0.0, 4.0, 8.0]  # torch's
+        ai = tessel.arange(6).reshape(2, 3)
+        e = tessel.einsum("ij,kj->ik", ai, ai)
+        assert e.dtype is tessel.int64 and e.tolist() == [[5, 14], [14, 50]]  # torch's
+        w = tessel.ones(3, 4, requires_grad=True)
+        tessel.einsum("ij,jk->ik", a, w).sum().backward()
+        assert w.grad.tolist() == [[3.0] * 4, [5.0] * 4, [7.0] * 4]  # torch's
+        with pytest.raises(RuntimeError, match=r"the number of subscripts in the equation \(3\) does not match"):
+            tessel.einsum("ijk,jk->i", a, b)
+
+
+def test_einsum_plans_once_per_equation_and_shapes():
+    from tessel import _einsum
+    a, b = tessel.ones(2, 5), tessel.ones(5, 7)
+    tessel.einsum("pq,qr->pr", a, b)
+    before = _einsum._pair_plan.cache_info().hits
+    assert tessel.einsum("pq,qr->pr", a, b).tolist() == [[5.0] * 7] * 2  # torch's
+    assert _einsum._pair_plan.cache_info().hits == before + 1
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
