@@ -270,5 +270,72 @@ def test_einsum_plans_once_per_equation_and_shapes():
     assert _einsum._pair_plan.cache_info().hits == before + 1
 
 
+def _signed():
+    a = T([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]])
+    return a, a < 0
+
+
+def test_mask_setitem_and_masked_fill_values_are_torchs():
+    a, m = _signed()
+    b = a.clone()
+    b[m] = 0.0
+    assert b.tolist() == [[1.0, 0.0, 3.0], [0.0, 5.0, 0.0]]  # torch's
+    b = a.clone()
+    v = b[1]
+    v[m[1]] = 9  # through a view
+    assert b.tolist() == [[1.0, -2.0, 3.0], [9.0, 5.0, 9.0]]  # torch's
+    i = T([[1, 2], [3, 4]])
+    i[i > 2] = 7.9
+    assert i.tolist() == [[1, 2], [7, 7]]  # torch's
+    b = a.clone()
+    assert b.masked_fill_(m, -1.5) is b and b.tolist() == [[1.0, -1.5, 3.0], [-1.5, 5.0, -1.5]]  # torch's
+    b = a.clone()
+    b.masked_fill_(T([True, False, True]), 2)  # a broadcast mask
+    assert b.tolist() == [[2.0, -2.0, 2.0], [2.0, 5.0, 2.0]]  # torch's
+
+
+def test_mask_setitem_and_masked_fill_errors_are_torchs():
+    a, m = _signed()
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks, but got mask with dtype "
+                                           "unsigned char"):
+        a.masked_fill_(m.to(tessel.uint8), 0.0)
+    with pytest.raises(IndexError, match=r"The shape of the mask \[3, 2\] at index 0 does not match the shape"):
+        a[tessel.ones(3, 2, dtype=tessel.bool)] = 1.0
+    h = tessel.zeros(2, 2, dtype=tessel.float16)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type c10::Half without overflow"):
+        h[h == 0] = 70000.0
+    assert a.tolist() == [[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]]
+
+
+def test_mask_writes_under_autograd_are_recorded():
+    _, m = _signed()
+    w = tessel.ones(2, 3, requires_grad=True)
+    y = w * 2
+    y[m] = 0.0
+    y.sum().backward()
+    assert w.grad.tolist() == [[2.0, 0.0, 2.0], [0.0, 2.0, 0.0]]  # torch's
+    w.grad = None
+    y = w * 2
+    y.masked_fill_(m, 0.0)
+    y.sum().backward()
+    assert w.grad.tolist() == [[2.0, 0.0, 2.0], [0.0, 2.0, 0.0]]  # torch's
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        w.masked_fill_(m, 0.0)
+
+
+def test_mask_writes_of_plain_tensors_skip_the_python_rules(monkeypatch):
+    from tessel import _setitem
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the general path ran for a plain mask write")
+    a, m = _signed()
+    monkeypatch.setattr(_setitem, "_rows_of", refused)  # (the mask's numpy round trip)
+    monkeypatch.setattr(tessel.Tensor, "masked_fill", refused)
+    a[m] = 0.5
+    a.masked_fill_(a > 2, 7.0)
+    monkeypatch.undo()
+    assert a.tolist() == [[1.0, 0.5, 7.0], [0.5, 7.0, 0.5]]  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
