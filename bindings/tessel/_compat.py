@@ -304,9 +304,12 @@ def _bmm(self, other):
 def _T(self):
     """torch's .T: the tensor itself below 2-D, the transpose in 2-D, all dims reversed above (deprecated
     in torch for ndim > 2 but still what it computes)."""
-    if self.ndim < 2:
+    ndim = self.ndim
+    if ndim == 2:  # (the common case, without building the range)
+        return self.permute(1, 0)
+    if ndim < 2:
         return self
-    return self.permute(*range(self.ndim - 1, -1, -1))
+    return self.permute(*range(ndim - 1, -1, -1))
 
 
 def _mT(self):

@@ -337,5 +337,37 @@ def test_mask_writes_of_plain_tensors_skip_the_python_rules(monkeypatch):
     assert a.tolist() == [[1.0, 0.5, 7.0], [0.5, 7.0, 0.5]]  # torch's
 
 
+def test_transpose_and_contiguity_are_torchs():
+    x = tessel.arange(24.0).reshape(2, 3, 4)
+    assert x.T.shape == (4, 3, 2) and x.T.stride() == (1, 4, 12)  # torch's
+    t = x[0].T
+    assert t.tolist() == [[0.0, 4.0, 8.0], [1.0, 5.0, 9.0], [2.0, 6.0, 10.0], [3.0, 7.0, 11.0]]  # torch's
+    assert tessel.tensor(2.0).T.shape == () and tessel.arange(3.0).T.tolist() == [0.0, 1.0, 2.0]  # torch's
+    assert not t.is_contiguous() and t.contiguous().is_contiguous() and t.contiguous().stride() == (3, 1)  # torch's
+    assert t.contiguous().tolist() == t.tolist()
+    assert x.contiguous() is x and not x.is_contiguous(memory_format=tessel.channels_last)  # torch's
+    c = tessel.ones(2, 3, 4, 5).contiguous(memory_format=tessel.channels_last)
+    assert c.stride() == (60, 1, 15, 3) and not c.is_contiguous()  # torch's
+    assert c.is_contiguous(memory_format=tessel.channels_last)  # torch's
+    w = tessel.ones(2, 3, requires_grad=True)
+    (w.T * tessel.arange(6.0).reshape(3, 2)).sum().backward()
+    assert w.grad.tolist() == [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]  # torch's
+
+
+def test_default_layout_queries_skip_the_memory_format_rules(monkeypatch):
+    from tessel import _tensor_extras
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the memory-format rules ran for the default format")
+    t = tessel.arange(6.0).reshape(2, 3).T
+    monkeypatch.setattr(_tensor_extras, "_channels_last_order", refused)
+    monkeypatch.setattr(_compat, "range", refused, raising=False)  # (a.T of a matrix builds no dim range)
+    flags = (t.is_contiguous(), t.T.is_contiguous())
+    c = t.contiguous()
+    monkeypatch.undo()
+    assert flags == (False, True) and c.stride() == (2, 1)  # torch's
+    assert c.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
