@@ -369,5 +369,32 @@ def test_default_layout_queries_skip_the_memory_format_rules(monkeypatch):
     assert c.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]  # torch's
 
 
+def test_equal_is_torchs():
+    nan = float("nan")
+    a = T([[1.0, 2.0], [3.0, nan]])
+    assert tessel.equal(a, a.clone()) is False and tessel.equal(a[0], a[0].clone()) is True  # torch's (NaN != NaN)
+    assert not tessel.equal(a, a[:, :1]) and not tessel.equal(tessel.ones(2, 1), tessel.ones(2, 3))  # torch's
+    assert tessel.equal(T([0.0]), T([-0.0])) and tessel.equal(tessel.zeros(0, 3), tessel.zeros(0, 3))  # torch's
+    assert not tessel.equal(tessel.zeros(0, 3), tessel.zeros(3, 0))  # torch's
+    assert tessel.equal(T([1, 2]), T([1.0, 2.0])) and not tessel.equal(T([1, 2]), T([1, 3]))  # torch's
+    b = tessel.arange(6.0).reshape(2, 3)
+    assert tessel.equal(b.T, b.T.contiguous()) and b.equal(b + 0)  # torch's
+    assert tessel.equal(T([True, False]), T([True, False]))  # torch's
+    assert tessel.equal(tessel.ones(2, dtype=tessel.bfloat16), tessel.ones(2, dtype=tessel.bfloat16))  # torch's
+    assert tessel.equal(tessel.ones(2, requires_grad=True), tessel.ones(2))  # torch's
+
+
+def test_equal_of_plain_tensors_copies_nothing_to_numpy(monkeypatch):
+    from tessel import _extra
+
+    def refused(*args, **kwargs):
+        raise AssertionError("equal copied its operands to numpy")
+    b = tessel.arange(6.0).reshape(2, 3)
+    monkeypatch.setattr(_extra, "_exact_numpy", refused)
+    same, different = tessel.equal(b, b.clone()), tessel.equal(b, b + 1)
+    monkeypatch.undo()
+    assert same is True and different is False  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
