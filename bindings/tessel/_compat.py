@@ -800,7 +800,8 @@ def _gather_plain(self, dim, index):
     None where the general path must answer (DTensors, empty or 0-d tensors, an index that is not int64, longer
     than self in another dim, or out of range: torch's errors)."""
     if not isinstance(index, Tensor) or index.is_distributed or self.is_distributed or \
-            index.dtype != _dtypes.int64 or self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or index.numel() == 0:
+            index.dtype != _dtypes.int64 or self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or \
+            index.numel() == 0:
         return None
     d = dim % self.ndim
     x = self
