@@ -9,10 +9,14 @@ initializers normal_ / uniform_, and Tensor.data.
 """
 import builtins
 
+import numpy as np
+
 from . import _C, _dtensor_compose, _dtypes, _inplace, return_types
 from ._clamp import _PLAIN_FLOATS, _clamp
 from ._device import CPU as _CPU
-from ._tensor import user_stacklevel, zero_dim_as_vector
+from ._tensor import (  # module-level: a function-level import cost ~0.4 us per call of topk / sort / gather
+    _contiguous_strides, _float_draw, _host_numpy, _indices_like, _internal_index, _torch_dtype_name, tensor,
+    user_stacklevel, wrap_dim, zero_dim_as_vector, zeros_like)
 
 Tensor = _C.Tensor
 _max_cpp = Tensor.max
@@ -43,6 +47,18 @@ def _inplace_operator(name, method, out_of_place):
         return method(self, other)
     op.__name__ = name
     return op
+
+
+def _plain_fast_in_place(aten, op):
+    """op behind the C++ front of `aten` for a plain self; a DTensor self keeps op's own checks."""
+    fast = _C._fast_in_place(aten, op)
+
+    def dispatch(self, other):
+        if self.is_distributed:
+            return op(self, other)
+        return fast(self, other)
+    dispatch.__name__ = op.__name__
+    return dispatch
 
 
 def _max(self, dim=None, keepdim=False):
@@ -194,7 +210,6 @@ def _div_(self, other):
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     """Fills self with N(mean, std²) samples from tessel's generator (tessel.manual_seed)."""
-    from ._tensor import _float_draw
     _float_draw(self.dtype, "normal_kernel_cpu")
     if not std >= 0:  # (NaN too)
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % std)
@@ -217,7 +232,6 @@ _FINITE_MAX = {}  # floating dtype -> its largest finite value (finfo made per c
 def _check_uniform_bounds(dt, a, b):
     """torch's check_uniform_bounds: from <= to, both finite values of the dtype, and to - from not overflowing
     it (here the draw gave inf or the dtype's max)."""
-    from ._tensor import _torch_dtype_name
     if not a <= b:
         raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
     top = _FINITE_MAX.get(dt)
@@ -237,7 +251,6 @@ def _check_uniform_bounds(dt, a, b):
 
 def _uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Fills self with U(a, b) samples (below b in self's dtype)."""
-    from ._tensor import _float_draw
     _float_draw(self.dtype, "check_uniform_bounds")
     _check_uniform_bounds(self.dtype, a, b)
     if self.is_distributed:  # a random fill keeps no Partial placement: torch's refusal
@@ -291,9 +304,12 @@ def _bmm(self, other):
 def _T(self):
     """torch's .T: the tensor itself below 2-D, the transpose in 2-D, all dims reversed above (deprecated
     in torch for ndim > 2 but still what it computes)."""
-    if self.ndim < 2:
+    ndim = self.ndim
+    if ndim == 2:  # (the common case, without building the range)
+        return self.permute(1, 0)
+    if ndim < 2:
         return self
-    return self.permute(*range(self.ndim - 1, -1, -1))
+    return self.permute(*range(ndim - 1, -1, -1))
 
 
 def _mT(self):
@@ -307,10 +323,7 @@ def _mT(self):
 
 def _unfold(self, dimension, size, step):
     """Tensor.unfold: every window of `size` entries along `dimension`, `step` apart, as a new last dim."""
-    import numpy as np
     from ._extra import index_select
-    from ._tensor import tensor
-    from ._tensor import wrap_dim
     d = wrap_dim(dimension, self.ndim)
     length = self.shape[d] if self.ndim else 1
     if size < 0:
@@ -397,10 +410,18 @@ Tensor.untyped_storage = lambda self: UntypedStorage(*self._storage())
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.clamp = _clamp
-Tensor.__iadd__ = _inplace_operator("__iadd__", lambda a, b: _add_(a, b), lambda a, b: a + b)
-Tensor.__isub__ = _inplace_operator("__isub__", lambda a, b: _sub_(a, b), lambda a, b: a - b)
-Tensor.__imul__ = _inplace_operator("__imul__", lambda a, b: _mul_(a, b), lambda a, b: a * b)
-Tensor.__itruediv__ = _inplace_operator("__itruediv__", lambda a, b: _div_(a, b), lambda a, b: a / b)
+# a += b through the C++ front of add_ (bindings/inplace_py.cc): the Python operator cost ~2.4 us a call against
+# torch's 0.66. add_ / sub_ take that front for DTensors too (a tensor operand keeps any Partial, as
+# refuse_partial_change says; a number goes to the Python rules); mul_ / div_ only for plain tensors, since a
+# Partial(max) self must still meet refuse_partial_change's refusal.
+Tensor.__iadd__ = _C._fast_in_place(
+    "add_", _inplace_operator("__iadd__", lambda a, b: _add_(a, b), lambda a, b: a + b))
+Tensor.__isub__ = _C._fast_in_place(
+    "sub_", _inplace_operator("__isub__", lambda a, b: _sub_(a, b), lambda a, b: a - b))
+Tensor.__imul__ = _plain_fast_in_place(
+    "mul_", _inplace_operator("__imul__", lambda a, b: _mul_(a, b), lambda a, b: a * b))
+Tensor.__itruediv__ = _plain_fast_in_place(
+    "div_", _inplace_operator("__itruediv__", lambda a, b: _div_(a, b), lambda a, b: a / b))
 
 
 def _augmented(name, method):
@@ -702,13 +723,11 @@ Tensor.is_cpu = property(lambda self: not self.is_meta)
 
 def _tri(self, diagonal, upper):
     """tril / triu over the last two dims: the kept entries are self's (a where against zeros)."""
-    import numpy as np
     if self.ndim < 2:
         raise RuntimeError("%s: input tensor must have at least 2 dimensions" % ("triu" if upper else "tril"))
     rows, cols = self.shape[-2], self.shape[-1]
     keep = np.triu(np.ones((rows, cols), dtype=bool), diagonal) if upper else \
         np.tril(np.ones((rows, cols), dtype=bool), diagonal)
-    from ._tensor import _internal_index, tensor, zeros_like
     return _C._functional.where(_internal_index(self, tensor(keep)), self, zeros_like(self))
 
 
@@ -727,7 +746,6 @@ _SHARDS = (_C.Shard, _C._StridedShard)  # placements that split a dim
 
 def _rewrap(x, local, shape):
     """Each rank's result `local` (laid out as x's pieces) as a DTensor of global `shape` (differentiable)."""
-    from ._tensor import _contiguous_strides
     return _C.from_local(local, x.device_mesh, list(x.placements), list(shape), _contiguous_strides(shape), False)
 
 
@@ -736,17 +754,15 @@ def _gather(self, dim, index, *, sparse_grad=False):
     self in the other dims. Two DTensors laid out alike, dim whole and the sharded dims of equal size, gather
     on each rank's pieces (no communication, the layout kept); so does a replicated self with a sharded index
     (the output laid out as the index, by_index_pieces)."""
-    import numpy as np
-    from ._tensor import Tensor as _T
-    if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
+    if isinstance(index, Tensor) and index.is_distributed and _whole_along(self, dim) and \
             builtins.all(p.is_replicate() for p in index.placements) and index.device_mesh == self.device_mesh and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if p.is_shard()):
         index = index.redistribute(self.device_mesh, list(self.placements))  # (a local slice) torch's layout
-    if isinstance(index, _T) and index.is_distributed and _whole_along(self, dim) and \
+    if isinstance(index, Tensor) and index.is_distributed and _whole_along(self, dim) and \
             index.device_mesh == self.device_mesh and tuple(index.placements) == tuple(self.placements) and \
             builtins.all(self.shape[p.dim] == index.shape[p.dim] for p in self.placements if isinstance(p, _SHARDS)):
         return _rewrap(self, _gather(self.to_local(), dim, index.to_local()), index.shape)
-    if isinstance(index, _T) and index.is_distributed and index.ndim == self.ndim and self.ndim > 0:
+    if isinstance(index, Tensor) and index.is_distributed and index.ndim == self.ndim and self.ndim > 0:
         d0 = dim % self.ndim
         aligned = {d for d in range(self.ndim) if d != d0 and self.shape[d] == index.shape[d]}
         if builtins.all(p.dim % index.ndim in aligned | {d0} for p in index.placements if p.is_shard()):
@@ -755,12 +771,11 @@ def _gather(self, dim, index, *, sparse_grad=False):
                                                    index.placements, aligned, along=d0)
             if out is not None:
                 return out
-    from ._tensor import wrap_dim
     dim = wrap_dim(dim, self.ndim)
     out = _gather_plain(self, dim, index)
     if out is not None:
         return out
-    idx = index.numpy() if isinstance(index, _T) else np.asarray(index)
+    idx = index.numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.dtype.kind not in "iu":
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if idx.ndim != self.ndim:
@@ -784,9 +799,9 @@ def _gather_plain(self, dim, index):
     """torch.gather of plain (non-distributed) tensors in C++ (core/ops/index_dim.h, differentiable, any dtype).
     None where the general path must answer (DTensors, empty or 0-d tensors, an index that is not int64, longer
     than self in another dim, or out of range: torch's errors)."""
-    from ._tensor import Tensor as _T
-    if not isinstance(index, _T) or index.is_distributed or self.is_distributed or index.dtype != _dtypes.int64 or \
-            self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or index.numel() == 0:
+    if not isinstance(index, Tensor) or index.is_distributed or self.is_distributed or \
+            index.dtype != _dtypes.int64 or self.ndim == 0 or index.ndim != self.ndim or self.numel() == 0 or \
+            index.numel() == 0:
         return None
     d = dim % self.ndim
     x = self
@@ -818,10 +833,8 @@ def _topk_indices(self, dim, k, largest, sorted):
 
 def _along_rows(self, dim, fn):
     """fn over self's rows along dim (a [rows, n] view with dim last), its [rows, m] result moved back to dim."""
-    from ._tensor import Tensor as _T
-    if not isinstance(self, _T) or self.is_distributed or self.ndim == 0 or self.numel() == 0 or self.is_complex():
+    if not isinstance(self, Tensor) or self.is_distributed or self.ndim == 0 or self.numel() == 0 or self.is_complex():
         return None
-    from ._tensor import wrap_dim
     d = wrap_dim(dim, self.ndim)  # torch's IndexError for an out-of-range dim (argsort returns this directly)
     last = d == self.ndim - 1  # the common case: no dim moves, and a matrix is its own [rows, n]
     moved = self.detach() if last else self.detach().movedim(d, -1)
@@ -835,8 +848,6 @@ def _along_rows(self, dim, fn):
 def _sort_order(self, dim, descending):
     """The stable sorting permutation along dim (numpy, int64): ties keep their order (torch's default
     may not), NaN last ascending and first descending, as torch."""
-    import numpy as np
-    from ._tensor import _host_numpy
     a = _host_numpy(self)
     if descending:  # stable and without negating (bools, INT64_MIN): an ascending pass over the reversed axis
         f = np.flip(a, axis=dim)
@@ -852,8 +863,6 @@ def _sort_order(self, dim, descending):
 
 def _sort(self, dim=-1, descending=False, stable=False):
     """(values, indices) along dim, the values through one gather (so gradients flow)."""
-    import numpy as np
-    from ._tensor import tensor
     if self.ndim == 0:
         return _sort_result(self, tensor(np.zeros((), dtype=np.int64)))
     if _whole_along(self, dim):  # each rank sorts its pieces (torch keeps the layout)
@@ -862,7 +871,6 @@ def _sort(self, dim=-1, descending=False, stable=False):
     order = _sort_indices(self, dim, descending)
     if order is not None:
         return _sort_result(_gather(self, dim, order), order)
-    from ._tensor import _indices_like
     order = _sort_order(self, dim, descending)
     values = _gather(self, dim, order)
     return _sort_result(values, _indices_like(values, order))
@@ -870,8 +878,6 @@ def _sort(self, dim=-1, descending=False, stable=False):
 
 @zero_dim_as_vector
 def _topk(self, k, dim=-1, largest=True, sorted=True):
-    import numpy as np
-    from ._tensor import wrap_dim
     dim = wrap_dim(dim, self.ndim)  # torch's IndexError (self.shape[dim] raised "tuple index out of range")
     if not 0 <= k <= self.shape[dim]:
         raise RuntimeError("selected index k out of range")
@@ -883,16 +889,12 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     order = _topk_indices(self, dim, k, largest, sorted)
     if order is not None:
         return _topk_result(_gather(self, dim, order), order)
-    from ._tensor import _indices_like
     order = np.take(_sort_order(self, dim, largest), np.arange(k), axis=dim)
     values = _gather(self, dim, order)
     return _topk_result(values, _indices_like(values, order))
 
 
 def _argsort(self, dim=-1, descending=False, stable=False):
-    import numpy as np
-    from ._tensor import tensor
-    from ._tensor import _indices_like
     if self.ndim == 0:
         return tensor(np.zeros((), dtype=np.int64))
     if _whole_along(self, dim):
@@ -909,7 +911,6 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     in index order, where torch's topk leaves ties in its selection's order), else aten's cumulative-sum search.
     From `generator` or the default one, so a generator seeded as in a torch script gives torch's samples."""
     from . import _host_random
-    from ._tensor import tensor
     if not self.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: %s" % self.dtype)
     if self.dim() not in (1, 2):

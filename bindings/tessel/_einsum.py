@@ -2,8 +2,8 @@
 an operand), split from _extra.py by concept; importing it registers tessel.einsum.
 """
 import builtins
-
-import numpy as np
+import functools
+import math
 
 from . import _C
 from ._extra import TORCH_FUNCTIONS
@@ -13,28 +13,35 @@ from ._extra import TORCH_FUNCTIONS
 def _einsum_parse(equation, operands):
     """Subscripts per operand and for the output, with '...' expanded to fresh letters (right-aligned
     across operands, as numpy and torch broadcast)."""
+    return _parse_ranks(equation, tuple(x.ndim for x in operands))
+
+
+# A training step calls the same einsum every time: the parse and each pair's plan are cached on the equation
+# and the operand ranks / shapes (einsum("ij,jk->ik", A, B) cost ~61 us against torch's few, most of it here).
+@functools.lru_cache(maxsize=512)
+def _parse_ranks(equation, ranks):
     eq = equation.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
-    if len(terms) != len(operands):
+    if len(terms) != len(ranks):
         raise ValueError("einsum(): more operands were provided than specified in the equation"
-                         if len(operands) > len(terms) else "einsum(): fewer operands were provided than specified "
+                         if len(ranks) > len(terms) else "einsum(): fewer operands were provided than specified "
                          "in the equation")
     used = set(c for c in eq if c.isalpha())
     spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
     ell_dims = 0
-    for t, x in zip(terms, operands):
+    for t, ndim in zip(terms, ranks):
         if "..." in t:
-            ell_dims = builtins.max(ell_dims, x.ndim - len(t.replace("...", "")))
+            ell_dims = builtins.max(ell_dims, ndim - len(t.replace("...", "")))
     ell = "".join(spare[:ell_dims])
     subs = []
-    for t, x in zip(terms, operands):
+    for t, ndim in zip(terms, ranks):
         if "..." in t:
-            k = x.ndim - len(t.replace("...", ""))
+            k = ndim - len(t.replace("...", ""))
             t = t.replace("...", ell[ell_dims - k:] if k else "")
-        if len(t) != x.ndim:
+        if len(t) != ndim:
             raise RuntimeError("einsum(): the number of subscripts in the equation (%d) does not match the number "
-                               "of dimensions (%d) for operand %d" % (len(t), x.ndim, len(subs)))
+                               "of dimensions (%d) for operand %d" % (len(t), ndim, len(subs)))
         subs.append(t)
     if arrow:
         out = rhs.replace("...", ell)
@@ -44,7 +51,7 @@ def _einsum_parse(equation, operands):
             for c in t:
                 counts[c] = counts.get(c, 0) + 1
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
-    return subs, out
+    return tuple(subs), out
 
 
 def _einsum_diagonals(x, sub):
@@ -72,11 +79,35 @@ def _einsum_reduce(x, sub, keep):
 def _einsum_pair(a, sa, b, sb, keep):
     """The product of a (subscripts sa) and b (sb), summed over the shared letters not in keep, as one
     batched matmul; returns it with its subscripts."""
-    a, sa = _einsum_reduce(a, sa, set(sb) | set(keep))
-    b, sb = _einsum_reduce(b, sb, set(sa) | set(keep))
+    drop_a, drop_b, steps_a, steps_b, shape, subs = _pair_plan(sa, tuple(a.shape), sb, tuple(b.shape),
+                                                               frozenset(keep))
+    if drop_a:
+        a = a.sum(list(drop_a))
+    if drop_b:
+        b = b.sum(list(drop_b))
+    out = _arranged(a, steps_a) @ _arranged(b, steps_b)
+    return out.reshape(*shape) if shape else out.reshape(()), subs
+
+
+def _arranged(x, steps):
+    order, full, flat = steps
+    if order is not None:
+        x = x.permute(*order)
+    if full is not None:
+        x = x.expand(*full)
+    return x.reshape(*flat)
+
+
+@functools.lru_cache(maxsize=512)
+def _pair_plan(sa, a_shape, sb, b_shape, keep):
+    """What _einsum_pair does for these subscripts and shapes: the dims each operand sums first, the permute /
+    expand / reshape into [*batch, M, K] and [*batch, K, N] (None: not needed), and the result's shape and
+    subscripts."""
+    drop_a, sa, a_shape = _reduced(sa, a_shape, set(sb) | keep)
+    drop_b, sb, b_shape = _reduced(sb, b_shape, set(sa) | keep)
     size = {}
-    for x, s in ((a, sa), (b, sb)):
-        for c, n in zip(s, x.shape):
+    for shp, s in ((a_shape, sa), (b_shape, sb)):
+        for c, n in zip(s, shp):
             if size.get(c, 1) != 1 and n not in (1, size[c]):
                 raise RuntimeError("einsum(): operands do not broadcast with remapped shapes (letter %s: %d and %d)"
                                    % (c, size[c], n))
@@ -86,22 +117,28 @@ def _einsum_pair(a, sa, b, sb, keep):
     a_only = [c for c in sa if c not in sb]
     b_only = [c for c in sb if c not in sa]
 
-    def arrange(x, s, first, second, third):
+    def arrange(shp, s, first, second, third):
         order = [s.index(c) for c in first + second + third]
-        x = x.permute(*order) if order != list(range(len(order))) else x
-        full = [size[c] for c in first + second + third]
-        if tuple(x.shape) != tuple(full):
-            x = x.expand(*full)
+        permuted = tuple(shp[i] for i in order)
+        full = tuple(size[c] for c in first + second + third)
         # the batch dims stay apart (an N-D batched matmul), so a DTensor sharded on one of them (heads in
         # "bhqd,bhkd->bhqk") keeps that sharding instead of being gathered to flatten them
-        prod = [int(np.prod([size[c] for c in g])) if g else 1 for g in (second, third)]
-        return x.reshape(*([size[c] for c in first] + prod))
+        prod = [math.prod([size[c] for c in g]) if g else 1 for g in (second, third)]
+        return (tuple(order) if order != list(range(len(order))) else None,
+                full if permuted != full else None, tuple([size[c] for c in first] + prod))
 
-    am = arrange(a, sa, batch, a_only, contract)  # [*batch, M, K]
-    bm = arrange(b, sb, batch, contract, b_only)  # [*batch, K, N]
-    out = am @ bm
-    shape = [size[c] for c in batch + a_only + b_only]
-    return out.reshape(*shape) if shape else out.reshape(()), "".join(batch + a_only + b_only)
+    steps_a = arrange(a_shape, sa, batch, a_only, contract)  # [*batch, M, K]
+    steps_b = arrange(b_shape, sb, batch, contract, b_only)  # [*batch, K, N]
+    shape = tuple(size[c] for c in batch + a_only + b_only)
+    return drop_a, drop_b, steps_a, steps_b, shape, "".join(batch + a_only + b_only)
+
+
+def _reduced(sub, shape, keep):
+    """(dims summed, subscripts and shape left) of _einsum_reduce."""
+    drop = tuple(i for i, c in enumerate(sub) if c not in keep)
+    if not drop:
+        return drop, sub, shape
+    return drop, "".join(c for c in sub if c in keep), tuple(n for c, n in zip(sub, shape) if c in keep)
 
 
 def _from_sublists(args):

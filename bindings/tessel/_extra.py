@@ -725,6 +725,13 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def equal(a, b):
+    if a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype and not a.is_distributed and \
+            not b.is_distributed:  # two plain tensors of one dtype: compared in C++ (two numpy copies cost ~7 us)
+        if a.shape != b.shape:
+            return False
+        every = _C._any_all(a == b, None, False, True)  # (None: a case it leaves to the general path)
+        if every is not None:
+            return every.item()
     return tuple(a.shape) == tuple(b.shape) and bool((_exact_numpy(a) == _exact_numpy(b)).all())
 
 

@@ -15,6 +15,10 @@ from ._subscript import (_as_plain, _check_index_put_dtype, _index_array, _is_ad
 from ._tensor import _basic_index, _gather_rows, _getitem, _host_numpy, _internal_index, tensor
 
 Tensor = _C.Tensor
+# the C++ fill_ and masked_fill: this module is imported before tessel/_inplace.py wraps fill_ with autograd's
+# checks and tessel/_logical.py masked_fill with torch's mask errors
+_fill_cpp, _masked_fill_cpp = Tensor.fill_, Tensor.masked_fill
+_BOOL = _dtypes.bool
 
 
 def _rows_of(self, idx):
@@ -220,11 +224,22 @@ def _setitem(self, idx, value):
     """t[idx] = value: writes through the view t[idx]; where autograd must record the write (grad mode on and
     the value or t requiring grad) it is _recorded_setitem; an integer or boolean tensor index along dim 0
     writes the selected rows. DTensors: _dtensor_setitem."""
-    recorded = _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
+    grad = _C.is_grad_enabled()
+    recorded = grad and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
     if not isinstance(idx, (Tensor, list)) and not recorded and not self.is_distributed:
         view = _basic_index(self, idx)  # ints / slices / None / ...: the view in one C++ call (None for the rest)
         if view is not None:
-            return _write_view(view, value)
+            # nothing to record, and (grad off, or self no view) no no-grad view of a base that requires grad
+            # for the recording fill_ to refuse: the C++ fill_ itself (the wrapper's checks cost ~3 us)
+            raw = not grad or self._base is None
+            return _write_view(view, value, _fill_cpp if raw else _fill_recorded)
+    if idx.__class__ is Tensor and (value.__class__ is builtins.float or value.__class__ is builtins.int) and \
+            not recorded and idx.dtype is _BOOL and not self.is_distributed and not idx.is_distributed and \
+            self.ndim and idx.shape == self.shape:
+        # t[mask] = number, the mask of t's shape: what _advanced_setitem computes, without its numpy round trip
+        # of the mask (16 us against torch's 2)
+        self.copy_(_masked_fill_cpp(self, idx, builtins.float(value)))
+        return
     if isinstance(idx, Tensor) and idx.dtype == _dtypes.uint8 and not isinstance(value, Tensor):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
     if isinstance(idx, (list, tuple, Tensor)):
@@ -252,15 +267,19 @@ def _setitem(self, idx, value):
 _FILL_LIMITS = {_dtypes.float16.value: 65520.0, _dtypes.float32.value: 3.4028235677973366e38}
 
 
-def _write_view(view, value):
-    """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill_ of a number;
-    both record the write under autograd."""
+def _fill_recorded(view, v):
+    return view.fill_(v)
+
+
+def _write_view(view, value, fill=_fill_recorded):
+    """view[...] = value: copy_ of a tensor value (torch drops the value's leading ones first), fill(view, v) of
+    a number; both record the write under autograd (fill: the recording fill_ unless the caller knows better)."""
     if not isinstance(value, Tensor):
         v = builtins.float(value)
         limit = _FILL_LIMITS.get(view.dtype.value)
         if limit is not None and builtins.abs(v) >= limit:  # torch's setitem rounds a float past the dtype's range
             v = math.copysign(math.inf, v)  # to inf (fill_ and full raise)
-        return view.fill_(v)
+        return fill(view, v)
     while value.ndim > view.ndim and value.shape[0] == 1:
         value = value.squeeze(0)
     _check_no_partial_overlap(view, value)

@@ -77,6 +77,8 @@ def _contiguous(self, memory_format=contiguous_format):
     if memory_format is contiguous_format and type(self) is Tensor and _is_contiguous_cpp(self) and \
             not self.is_distributed:
         return self  # fast path: torch returns the tensor itself (0.70 -> 0.2 µs)
+    if memory_format is contiguous_format:
+        return _contiguous_cpp(self)
     if memory_format is preserve_format:  # torch: keep a dense channels-last layout, else row-major
         for fmt, nd in ((channels_last, 4), (channels_last_3d, 5)):
             if self.dim() == nd and not _is_contiguous_cpp(self) and _is_contiguous(self, fmt):
@@ -94,6 +96,8 @@ def _contiguous(self, memory_format=contiguous_format):
 def _is_contiguous(self, memory_format=contiguous_format):
     """Tensor.is_contiguous(memory_format=...): the strides are those of that layout (dims of size 1 free); a
     tensor of another rank is not channels-last contiguous (False, as torch's, not an error)."""
+    if memory_format is contiguous_format:  # (the default: the C++ check alone)
+        return _is_contiguous_cpp(self)
     if (memory_format is channels_last and self.dim() != 4) or (memory_format is channels_last_3d and
                                                                  self.dim() != 5):
         return False
