@@ -286,8 +286,8 @@ class _RingAttention(Function):
 
 
 def _ring_sdpa(original):
-    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                     enable_gqa=False):
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+                                     scale=None, enable_gqa=False):  # (torch's keyword-only scale and enable_gqa)
         group = getattr(_active, "group", None)
         if group is None:
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
