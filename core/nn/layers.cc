@@ -5,12 +5,10 @@
 
 #include "core/base/error.h"
 #include "core/ops/dropout.h"
-#include "core/ops/elementwise.h"
 #include "core/ops/embedding.h"
 #include "core/ops/linear_gelu.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
-#include "core/ops/unary.h"
 #include "core/ops/view.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -88,17 +86,7 @@ TensorList RMSNorm::Forward(const TensorList& in) {
   const double eps = eps_ ? *eps_
                           : x.dtype() == DType::kFloat64 ? std::numeric_limits<double>::epsilon()
                                                          : static_cast<double>(std::numeric_limits<float>::epsilon());
-  const Tensor w = OptionalParam("weight");
-  if (!w.defined() || w.dtype() == x.dtype() || !IsFloating(w.dtype()) || !IsFloating(x.dtype())) {
-    return {RmsNormOver(x, shape_, w, eps)};
-  }
-  // A weight of another dtype (a bf16 module on float32 input, or the reverse): torch's unfused path normalizes
-  // in x's compute type (float32 for 16-bit x), multiplies by the weight in the dtype promoted with it and rounds
-  // once to x's dtype (the fused op takes one dtype; bit for bit with torch 2.15 on the 16 dtype pairs tested).
-  const DType compute = x.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const DType wide = compute == DType::kFloat64 || w.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  const Tensor y = RmsNormOver(Cast(x, compute), shape_, Tensor(), eps);
-  return {Cast(Mul(Cast(y, wide), Cast(w, wide)), x.dtype())};
+  return {RmsNormOver(x, shape_, OptionalParam("weight"), eps)};  // a weight of another dtype: norm.h
 }
 
 Dropout::Dropout(double p, Generator& gen) : Module("Dropout"), p_(p), gen_(&gen) {

@@ -411,6 +411,17 @@ Tensor LayerNormOver(const Tensor& x, const Shape& normalized_shape, const Tenso
 }
 
 Tensor RmsNormOver(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  if (weight.defined() && weight.dtype() != x.dtype() && IsFloating(weight.dtype()) && IsFloating(x.dtype())) {
+    // A weight of another dtype (a bf16 module on float32 input, or the reverse): torch's unfused path
+    // normalizes in x's compute type (float32 for 16-bit x), multiplies by the weight in the dtype promoted with
+    // it and rounds once to x's dtype (the fused op takes one dtype; bit for bit with torch 2.15 on the 16 dtype
+    // pairs tested).
+    const DType compute = x.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const DType wide = compute == DType::kFloat64 || weight.dtype() == DType::kFloat64 ? DType::kFloat64
+                                                                                       : DType::kFloat32;
+    const Tensor y = RmsNormOver(Cast(x, compute), normalized_shape, Tensor(), eps);
+    return Cast(Mul(Cast(y, wide), Cast(weight, wide)), x.dtype());
+  }
   const Tensor y = RmsNorm(FlattenTrailing("rms_norm", x, normalized_shape), FlatParam(weight), eps);
   return normalized_shape.size() == 1 ? y : Reshape(y, x.sizes());
 }

@@ -16,7 +16,8 @@ Tensor RmsNorm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 
 // torch's layer_norm / rms_norm over the trailing dims `normalized_shape` (weight and bias of that shape, or
 // undefined): x's trailing dims must be normalized_shape (kInvalidArgument naming both, torch's message);
-// several dims view x as [..., prod(normalized_shape)] for the ops above and the result back.
+// several dims view x as [..., prod(normalized_shape)] for the ops above and the result back. RmsNormOver takes a
+// weight of another floating dtype as torch's unfused path does (the result in x's dtype).
 Tensor LayerNormOver(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                      double eps);
 Tensor RmsNormOver(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps);

@@ -100,11 +100,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
             name = lambda t: _TORCH_TYPE_NAMES.get(str(t.dtype).rsplit(".", 1)[-1], str(t.dtype))  # noqa: E731
             warnings.warn("Mismatch dtype between input and weight: input dtype = %s, weight dtype = %s, Cannot "
                           "dispatch to fused implementation." % (name(input), name(weight)), stacklevel=2)
-        # torch's unfused path normalizes in the input's math dtype (float32 for bfloat16 / float16) and rounds
-        # once, after the weight
-        wide = input if input.dtype in (_C.dtype.float32, _C.dtype.float64) else input.to(_C.dtype.float32)
-        return (_C._functional.rms_norm(wide, normalized_shape, None, eps) * weight).to(input.dtype)
-    return _C._functional.rms_norm(input, normalized_shape, weight, eps)
+    return _C._functional.rms_norm(input, normalized_shape, weight, eps)  # (the unfused path: core/ops/norm.h)
 
 
 def relu(input, inplace=False):
