@@ -816,13 +816,11 @@ def _gather_plain(self, dim, index):
         return None
 
 
-def _sort_indices(self, dim, descending, k=None):
-    """The stable sorting permutation along dim (its first k), NaN above every number: a plain int64 tensor
-    computed in C++ (core/ops/scan_sort.h) for a plain tensor; None for the general path (DTensors, empty,
-    0-d or complex tensors)."""
-    n = None if k is None else k
-    return _along_rows(self, dim, lambda rows: _C._functional._sort_indices(rows, bool(descending),
-                                                                             rows.shape[-1] if n is None else n))
+def _sort_indices(self, dim, descending):
+    """The stable sorting permutation along dim, NaN above every number: a plain int64 tensor computed in C++
+    (core/ops/scan_sort.h) for a plain tensor; None for the general path (DTensors, empty, 0-d or complex
+    tensors)."""
+    return _along_rows(self, dim, lambda rows: _C._functional._sort_indices(rows, bool(descending), rows.shape[-1]))
 
 
 def _topk_indices(self, dim, k, largest, sorted):
@@ -920,7 +918,9 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     if self.shape[-1] > 1 << 24:
         raise RuntimeError("number of categories cannot exceed 2^24")
     weights = self.detach()
-    rows = weights.double().numpy().reshape(self.shape[0] if self.dim() == 2 else 1, self.shape[-1])
+    # the weights on the host once, as aten's with-replacement loop sums them: float32 for float16 / bfloat16
+    own = weights if self.dtype in (_dtypes.float64, _dtypes.float32) else weights.float()
+    rows = own.contiguous().numpy().reshape(self.shape[0] if self.dim() == 2 else 1, self.shape[-1])
     _host_random.check_multinomial(rows, num_samples, replacement)
     if not replacement or num_samples == 1:
         noise = _host_random.exponential_values(weights.numel(), 1.0, generator)
@@ -928,9 +928,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
         if num_samples == 1:
             return ratio.argmax(dim=-1, keepdim=True)
         return ratio.topk(num_samples).indices
-    own = weights if self.dtype in (_dtypes.float64, _dtypes.float32) else weights.float()  # aten sums float16 /
-    own = own.contiguous().numpy().reshape(rows.shape)  # bfloat16 weights as float32
-    drawn = _host_random.multinomial_with_replacement(own, num_samples, generator)
+    drawn = _host_random.multinomial_with_replacement(rows, num_samples, generator)
     return tensor(drawn.reshape(tuple(self.shape[:-1]) + (num_samples,)))
 
 

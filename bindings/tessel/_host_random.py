@@ -47,7 +47,7 @@ def exponential_values(count, lambd, generator=None):
 
 
 def check_multinomial(rows, n_sample, replacement):
-    """torch.multinomial's checks of weight rows [R, C] (float64 values), in its order and with its messages:
+    """torch.multinomial's checks of weight rows [R, C] (float32 / float64 values), in its order and with its messages:
     without replacement (or for one sample) its fast path's checks of the whole tensor, else the CPU kernel's,
     row by row and entry by entry (NaN fails `>= 0` first)."""
     if not replacement and n_sample > rows.shape[-1]:

@@ -677,10 +677,7 @@ def _random_values(shape, dtype, from_, to, generator):
                 raise RuntimeError("from is out of bounds for %s" % bounds[2])
             if not bounds[0] <= low + span - 1 <= bounds[1]:
                 raise RuntimeError("to - 1 is out of bounds for %s" % bounds[2])
-    count = 1
-    for n in shape:
-        count *= builtins.int(n)
-    return (host_ints(span, count, generator) + low).reshape(shape)
+    return (host_ints(span, math.prod(builtins.int(n) for n in shape), generator) + low).reshape(shape)
 
 
 # The integer dtypes' ranges and the C type names torch's bounds errors print
