@@ -31,6 +31,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <memory>
@@ -50,6 +51,7 @@
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
+#include "core/tensor/torch_random.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/random.h"
@@ -496,13 +498,33 @@ void AssignFull(const Tensor& p, const Tensor& full) {
   CopyInto(d.ToLocal(), dtensor::DistributeTensor(full, d.mesh(), d.placements()).ToLocal());
 }
 
-// A fresh draw of `dist` for t's (global) shape written into t, outside autograd: a DTensor draws only this
-// rank's piece (dtensor/random.h's FillRandomDTensor), with the values the whole draw gives it. Under deferred
-// (meta) init nothing is drawn, as Random.
+// A fresh draw of `dist` for t's (global) shape written into t, outside autograd. A dense CPU tensor takes a
+// uniform or normal draw as torch's CPU kernels make it from the generator's host stream (torch_random.h), so a
+// seeded torch script's tensors and initial weights are torch's; a DTensor draws only this rank's piece
+// (dtensor/random.h's FillRandomDTensor) on the counter-based stream, with the values the whole draw gives it, so
+// every sharding of a deferred init agrees. Under deferred (meta) init nothing is drawn, as Random.
 void FillRandomAny(const Tensor& t, Generator& gen, Distribution dist) {
   if (DeferredInitEnabled()) return;
+  const bool torch_kind = dist.kind == Distribution::Kind::kUniform || dist.kind == Distribution::Kind::kNormal;
   if (t.is_distributed()) {
-    dtensor::FillRandomDTensor(dtensor::DTensor(t), gen, dist);
+    const dtensor::DTensor d(t);
+    const auto& placements = d.spec().placements();
+    const bool partial = std::any_of(placements.begin(), placements.end(),
+                                     [](const dtensor::Placement& p) { return dtensor::IsPartial(p); });
+    if (torch_kind && !partial && d.ToLocal().device().is_cpu()) {
+      // The whole tensor's torch draw on every rank (so all generators stay in step), this rank keeping its
+      // piece: the values one rank gives the unsharded model (torchtitan's init_weights after parallelizing).
+      // Costs one whole parameter of memory and time per rank while it lasts.
+      const Tensor full = Empty(d.spec().shape(), d.spec().dtype());
+      FillRandomAny(full, gen, dist);
+      AssignFull(t, full);
+      return;
+    }
+    dtensor::FillRandomDTensor(d, gen, dist);
+  } else if (t.device().is_cpu() && dist.kind == Distribution::Kind::kUniform) {
+    TorchUniform(t, gen, dist.a, dist.b);
+  } else if (t.device().is_cpu() && dist.kind == Distribution::Kind::kNormal) {
+    TorchNormal(t, gen, dist.a, dist.b);
   } else {
     FillRandom(t, gen, dist);
   }
@@ -517,21 +539,56 @@ void Redraw(Module& module, const char* name, Generator& gen, Distribution dist)
   FillRandomAny(module.Param(name), gen, dist);
 }
 
-// torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, which is U(-b, b) with
-// b = 1/sqrt(in_features), and the bias U(-b, b), drawn in that order.
+// make() with no parameter drawn (deferred init for the constructor alone; the bindings then draw them as
+// torch's reset_parameters does, on the host stream: FillRandomAny) and draw(module). Under an enclosing deferred
+// init (tessel.device("meta")) the parameters stay undrawn and meta; else they are ordinary tensors.
+template <typename Make, typename Draw>
+auto MadeThenDrawn(Make&& make, Draw&& draw) {
+  const bool outer = SetDeferredInit(true);
+  auto module = [&] {
+    struct Restore {
+      bool outer;
+      ~Restore() { SetDeferredInit(outer); }
+    } restore{outer};
+    return make();
+  }();
+  if (!outer) {
+    for (auto& [name, p] : module->NamedParameters()) p.impl()->storage().set_deferred_init(false);
+    draw(*module);
+  }
+  return module;
+}
+
+// torch's nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, U(-b, b) with b =
+// sqrt(3)·gain/sqrt(fan_in), gain = sqrt(2/(1 + a²)) (about 1/sqrt(in_features), but in float64 these are the
+// bits the draw scales by), and the bias U(-1/sqrt(in_features), ·), drawn in that order.
+Distribution TorchLinearWeightUniform(int64_t in_features) {
+  const double a = std::sqrt(5.0);
+  const double gain = std::sqrt(2.0 / (1 + a * a));
+  const double bound = std::sqrt(3.0) * (gain / std::sqrt(static_cast<double>(in_features)));
+  return Distribution::Uniform(-bound, bound);
+}
 Distribution TorchLinearUniform(int64_t in_features) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   return Distribution::Uniform(-bound, bound);
 }
 void TorchLinearInit(nn::Linear& lin, Generator& gen) {
-  Redraw(lin, "weight", gen, TorchLinearUniform(lin.in_features()));
+  Redraw(lin, "weight", gen, TorchLinearWeightUniform(lin.in_features()));
   Redraw(lin, "bias", gen, TorchLinearUniform(lin.in_features()));
 }
 
 // torch's nn.Embedding.reset_parameters: N(0, 1), the padding row zero.
 void TorchEmbeddingInit(nn::Embedding& emb, Generator& gen) {
   const Tensor w = emb.Param("weight");
-  const Tensor full = Random(w.sizes(), gen, Distribution::Normal(0.0, 1.0), w.dtype());
+  if (!w.is_distributed()) {  // torch's own draw (FillRandomAny)
+    FillRandomAny(w, gen, Distribution::Normal(0.0, 1.0));
+    if (emb.padding_idx() && !DeferredInitEnabled()) {
+      CopyInto(Select(w, 0, *emb.padding_idx()), Zeros({w.size(1)}, w.dtype()));
+    }
+    return;
+  }
+  const Tensor full = Empty(w.sizes(), w.dtype());  // the whole table's draw; this rank keeps its piece
+  FillRandomAny(full, gen, Distribution::Normal(0.0, 1.0));
   if (emb.padding_idx()) CopyInto(Select(full, 0, *emb.padding_idx()), Zeros({w.size(1)}, w.dtype()));
   AssignFull(w, full);
 }
@@ -559,8 +616,10 @@ void BindLayers(py::module_& m) {
             const DType dt = dtype.value_or(DefaultFloatDType());
             if (init_std) return new PyLayer<nn::Linear>(in, out, bias, GenOrDefault(gen), *init_std, dt);
             TESSEL_CHECK(in > 0, "Linear: features must be positive, got in=", in, " out=", out);
-            return new PyLayer<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
-                                           TorchLinearUniform(in), dt);
+            return MadeThenDrawn([&] {
+              return new PyLayer<nn::Linear>(in, out, bias, GenOrDefault(gen), TorchLinearUniform(in),
+                                             TorchLinearUniform(in), dt);
+            }, [&](nn::Linear& layer) { TorchLinearInit(layer, GenOrDefault(gen)); });
           }),
           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
           py::arg("device") = py::none(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
@@ -581,10 +640,16 @@ void BindLayers(py::module_& m) {
                               "Embedding: sparse gradients are not supported (tessel has no sparse tensors)");
             const std::optional<double> limit =
                 max_norm.is_none() ? std::nullopt : std::optional<double>(max_norm.cast<double>());
-            // torch's N(0, 1) unless init_std asks for the C++ layer's N(0, init_std)
-            auto m = std::make_unique<PyLayer<nn::Embedding>>(
-                num, dim, GenOrDefault(gen), init_std.value_or(1.0),
-                weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()), padding_idx, limit, norm_type);
+            // torch's N(0, 1) (its reset_parameters: torch_random.h's draw) unless init_std asks for the C++
+            // layer's N(0, init_std); none with given values
+            const auto make = [&] {
+              return std::make_unique<PyLayer<nn::Embedding>>(
+                  num, dim, GenOrDefault(gen), init_std.value_or(1.0),
+                  weight ? weight->dtype() : dtype.value_or(DefaultFloatDType()), padding_idx, limit, norm_type);
+            };
+            auto m = init_std || weight ? make() : MadeThenDrawn(make, [&](nn::Embedding& layer) {
+              TorchEmbeddingInit(layer, GenOrDefault(gen));
+            });
             m->set_scale_grad_by_freq(scale_grad_by_freq);
             if (weight) {
               // torch: Parameter(_weight) — the given values as the weight, its storage shared (no copy), the

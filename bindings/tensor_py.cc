@@ -37,6 +37,7 @@
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
+#include "core/tensor/torch_random.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
 
@@ -256,7 +257,21 @@ void BindGenerator(py::module_& m) {
       }, py::arg("seed"), py::return_value_policy::reference)
       .def("initial_seed", &Generator::seed)
       .def_property("offset", &Generator::offset, &Generator::set_offset)
-      .def_property("host_draws", &Generator::host_draws, &Generator::set_host_draws);
+      .def_property("host_draws", &Generator::host_draws, &Generator::set_host_draws)
+      .def_property("next_normal", &Generator::next_normal, &Generator::set_next_normal,
+                    "the cached second value of a one-at-a-time normal draw (torch_random.h), or None");
+}
+
+Tensor TorchDraw(const std::vector<int64_t>& shape, Generator& gen, DType dtype, Distribution dist) {
+  Tensor out = Empty(shape, dtype);
+  if (DeferredInitEnabled() || !out.device().is_cpu()) return Random(shape, gen, dist, dtype);
+  if (dist.kind == Distribution::Kind::kUniform) {
+    TorchUniform(out, gen, dist.a, dist.b);
+  } else {
+    TorchNormal(out, gen, dist.a, dist.b);
+  }
+  ResetVersionIfUnshared(out);  // torch's factories return version 0
+  return out;
 }
 
 void BindCreation(py::module_& m) {
@@ -267,12 +282,44 @@ void BindCreation(py::module_& m) {
   m.def("_arange", [](double start, double end, double step, DType dtype) {
     return NoGil([&] { return Arange(start, end, step, dtype); });
   });
+  // torch.rand / randn: on the CPU torch's own kernels on the host stream (torch_random.h), so a seeded script
+  // draws torch's values; on a device, or under deferred init, the counter-based draw (random.h).
   m.def("_rand", [](std::vector<int64_t> shape, Generator* gen, DType dtype) {
-    return NoGil([&] { return Rand(shape, GenOrDefault(gen), dtype); });
+    return NoGil([&] { return TorchDraw(shape, GenOrDefault(gen), dtype, Distribution::Uniform()); });
   });
   m.def("_randn", [](std::vector<int64_t> shape, Generator* gen, DType dtype) {
-    return NoGil([&] { return Randn(shape, GenOrDefault(gen), dtype); });
+    return NoGil([&] { return TorchDraw(shape, GenOrDefault(gen), dtype, Distribution::Normal()); });
   });
+  // Tensor.log_normal_ / cauchy_ / geometric_ / bernoulli_(p) on a dense CPU tensor, as torch's CPU kernels
+  // (torch_random.h); a: mean / median / p, b: std / sigma.
+  m.def("_torch_random_", [](const Tensor& t, const std::string& kind, double a, double b, Generator* gen) {
+    NoGil([&] {
+      Generator& g = GenOrDefault(gen);
+      if (kind == "log_normal") {
+        TorchLogNormal(t, g, a, b);
+      } else if (kind == "cauchy") {
+        TorchCauchy(t, g, a, b);
+      } else if (kind == "geometric") {
+        TorchGeometric(t, g, a);
+      } else {
+        TESSEL_CHECK(kind == "bernoulli", "_torch_random_: ", kind,
+                     " is not log_normal, cauchy, geometric or bernoulli");
+        TorchBernoulli(t, g, a);
+      }
+    });
+    return t;
+  }, py::arg("tensor"), py::arg("kind"), py::arg("a"), py::arg("b"), py::arg("generator"));
+  m.def("_torch_bernoulli_", [](const Tensor& t, const Tensor& p, Generator* gen) {
+    NoGil([&] { TorchBernoulli(t, GenOrDefault(gen), p); });
+    return t;
+  }, py::arg("tensor"), py::arg("p"), py::arg("generator"),
+        "t filled with bernoulli(p) as torch's CPU kernel (p: probabilities of t's shape)");
+  m.def("_force_torch_cpu_kernels", [](const std::string& name) {
+    TESSEL_CHECK(name == "auto" || name == "default" || name == "avx2", "_force_torch_cpu_kernels: ", name,
+                 " is not auto, default or avx2");
+    ForceTorchCpuKernelsForTesting(name == "auto" ? TorchCpuKernels::kAuto
+                                   : name == "default" ? TorchCpuKernels::kDefault : TorchCpuKernels::kAvx2);
+  }, "Test-only: which of torch's CPU distribution kernels the draws follow (torch_random.h)");
   m.def("_randint", [](int64_t low, int64_t high, std::vector<int64_t> shape, Generator* gen, DType dtype) {
     return NoGil([&] { return Randint(low, high, shape, GenOrDefault(gen), dtype); });
   });

@@ -52,8 +52,21 @@ INPLACE_NAMES = (
     "sgn_ sign_ sin_ sinc_ sinh_ square_ subtract_ tan_ tril_ triu_ true_divide_ xlogy_").split()
 
 
+def _torch_drawn(t):
+    """Whether t takes torch's own CPU kernels (core/tensor/torch_random.h: a seeded script's values); a DTensor
+    draws its piece of the whole tensor's values on the counter-based stream instead."""
+    return not t.is_distributed and t.device.type == "cpu"
+
+
 def _bernoulli_(self, p=0.5, *, generator=None):
     """Tensor.bernoulli_(p): self filled with 1 (probability p, a number or a broadcastable tensor) or 0."""
+    if _torch_drawn(self) and not (isinstance(p, _C.Tensor) and p.is_distributed):
+        with _C._GradMode(False):
+            if isinstance(p, _C.Tensor):
+                if not p.dtype.is_floating_point:
+                    raise RuntimeError('"bernoulli_tensor_cpu_p_" not implemented for \'%s\'' % _ns()._name(p.dtype))
+                return _C._torch_bernoulli_(self, p.detach().expand(tuple(self.shape)), generator)
+            return _C._torch_random_(self, "bernoulli", float(p), 0.0, generator)
     from ._tensor import uniform_like
     u = uniform_like(self.detach(), generator, _dtypes.float32)
     with _C._GradMode(False):
@@ -90,6 +103,32 @@ def _log_normal(u, mean=1.0, std=2.0, *, _normal):
     if std <= 0:
         raise RuntimeError("log_normal_ expects std > 0.0, but found std=%s" % std)
     return (_normal.to(u.dtype) * std + mean).exp()
+
+
+_GEOMETRIC, _CAUCHY, _LOG_NORMAL = (_random_fill(n, f) for n, f in (
+    ("geometric_", _geometric), ("cauchy_", _cauchy), ("log_normal_", _log_normal)))
+
+
+def _geometric_(self, p, *, generator=None):
+    """Tensor.geometric_: torch's CPU kernel on a dense CPU tensor of any dtype (core/tensor/torch_random.h)."""
+    if not _torch_drawn(self):
+        return _GEOMETRIC(self, p, generator=generator)
+    with _C._GradMode(False):
+        return _C._torch_random_(self, "geometric", float(p), 0.0, generator)
+
+
+def _cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    if not _torch_drawn(self) or not self.dtype.is_floating_point:
+        return _CAUCHY(self, median, sigma, generator=generator)
+    with _C._GradMode(False):
+        return _C._torch_random_(self, "cauchy", float(median), float(sigma), generator)
+
+
+def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    if not _torch_drawn(self) or not self.dtype.is_floating_point:
+        return _LOG_NORMAL(self, mean, std, generator=generator)
+    with _C._GradMode(False):
+        return _C._torch_random_(self, "log_normal", float(mean), float(std), generator)
 
 
 def _fill_diagonal_(self, fill_value, wrap=False):
@@ -143,8 +182,7 @@ def _map_(self, tensor, callable):
 
 
 SPECIAL_INPLACE = dict(
-    bernoulli_=_bernoulli_, geometric_=_random_fill("geometric_", _geometric),
-    cauchy_=_random_fill("cauchy_", _cauchy), log_normal_=_random_fill("log_normal_", _log_normal),
+    bernoulli_=_bernoulli_, geometric_=_geometric_, cauchy_=_cauchy_, log_normal_=_log_normal_,
     fill_diagonal_=_fill_diagonal_, apply_=_apply_, map_=_map_,
     resize_as_=lambda self, other: self.resize_(*other.shape),
 )

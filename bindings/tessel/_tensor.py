@@ -634,6 +634,10 @@ def bernoulli(p, generator=None):
     """torch.bernoulli: 1 with probability p elementwise (p's dtype), drawn from `generator` (or the thread's)."""
     if not p.is_distributed and p.numel() and not builtins.bool(((p >= 0) & (p <= 1)).all()):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+    if not p.is_distributed and p.device.type == "cpu":  # torch's CPU kernel (core/tensor/torch_random.h)
+        out = _C._torch_bernoulli_(_C._empty(list(p.shape), p.dtype), p.detach(), generator)
+        out._unsafe_set_version_counter(0)  # a new tensor: version 0, as torch's
+        return out
     return (uniform_like(p, generator) < p).to(p.dtype)
 
 

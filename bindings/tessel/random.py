@@ -1,10 +1,12 @@
 """tessel.random: torch.random's functions over tessel's counter-based (Philox) generators.
 
-A generator's state is its seed, its counter offset and the count of words drawn from its host stream
-(core/tensor/random.h), so get_rng_state() returns them as an int64 tensor of three elements (torch's is a
-5056-byte tensor of its Mersenne Twister; both are opaque values to save with a checkpoint and give back to
-set_rng_state, which also takes the two-element states of earlier tessel versions, at host draw 0). Per thread:
-each run_ranks rank has its own default generator.
+A generator's state is its seed, its counter offset, the count of words drawn from its host stream
+(core/tensor/random.h) and the normal value its host stream holds for the next one-at-a-time normal draw
+(core/tensor/torch_random.h), so get_rng_state() returns them as an int64 tensor of five elements: seed, offset,
+draws, 1 or 0 for a held normal, and its float64 bits (torch's is a 5056-byte tensor of its Mersenne Twister; both
+are opaque values to save with a checkpoint and give back to set_rng_state, which also takes the two- and
+three-element states of earlier tessel versions, with no held normal). Per thread: each run_ranks rank has its own
+default generator.
 
     state = tessel.get_rng_state()
     x = tessel.randn(3)
@@ -22,22 +24,26 @@ _U64 = np.uint64
 
 
 def _state_of(generator):
-    """(seed, offset, host draws) as an int64 tensor; the uint64 values keep their bits."""
-    return _C._from_numpy(np.array([generator.initial_seed(), generator.offset, generator.host_draws],
-                                   dtype=_U64).view(np.int64))
+    """(seed, offset, host draws, held normal?, its bits) as an int64 tensor; the uint64 values keep their bits."""
+    held = generator.next_normal
+    bits = 0 if held is None else int(np.array(held, dtype=np.float64).view(_U64))
+    return _C._from_numpy(np.array([generator.initial_seed(), generator.offset, generator.host_draws,
+                                    held is not None, bits], dtype=_U64).view(np.int64))
 
 
 def _set_state_of(generator, new_state):
-    if not isinstance(new_state, _C.Tensor) or tuple(new_state.shape) not in ((2,), (3,)) \
+    if not isinstance(new_state, _C.Tensor) or tuple(new_state.shape) not in ((2,), (3,), (5,)) \
             or new_state.dtype != _C.dtype.int64:
-        raise RuntimeError("set_rng_state: expected the int64 tensor of 3 elements that get_rng_state() returns "
-                           "(a seed, an offset and the host stream's draws), got %s" % (
+        raise RuntimeError("set_rng_state: expected the int64 tensor of 5 elements that get_rng_state() returns "
+                           "(a seed, an offset, the host stream's draws and its held normal), got %s" % (
                                "%s of shape %s" % (new_state.dtype, tuple(new_state.shape))
                                if isinstance(new_state, _C.Tensor) else type(new_state).__name__))
     values = [int(v) for v in new_state.numpy().view(_U64)]
     generator.manual_seed(values[0])
     generator.offset = values[1]
-    generator.host_draws = values[2] if len(values) == 3 else 0
+    generator.host_draws = values[2] if len(values) >= 3 else 0
+    generator.next_normal = float(np.array(values[4], dtype=_U64).view(np.float64)) if len(values) == 5 and \
+        values[3] else None
     return generator
 
 

@@ -151,15 +151,14 @@ def test_workers_own_their_random_streams_seeded_from_the_loaders_generator():
         return seeds, batches, tessel.rand(3).tolist()
 
     tessel.manual_seed(5)
+    base = tessel.empty((), dtype=tessel.int64).random_().item()
     untouched = tessel.rand(3).tolist()
     seeds, batches, after = epoch_draws(5)
     assert epoch_draws(5) == (seeds, batches, after)  # reproducible, seeds included
     assert epoch_draws(6)[0] != seeds
-    # the base seed is torch's int64 random_() draw, from the host stream (two MT19937 words): tensor draws go on
-    # as if the loader had not run, and the seed is the one random_() gives after the same manual_seed
-    assert after == untouched and tessel.default_generator.host_draws == 2
-    tessel.manual_seed(5)
-    base = tessel.empty((), dtype=tessel.int64).random_().item()
+    # the base seed is torch's int64 random_() draw, from the host stream (two MT19937 words), the only draw the
+    # loader takes from the main generator: the workers' draws left it alone, as torch's
+    assert after == untouched and tessel.default_generator.host_draws == 2 + 3
     assert seeds == [base, base + 1]
 
 
@@ -172,7 +171,8 @@ def test_the_training_loops_body_runs_as_the_main_process_not_as_a_worker():
     seen = []
     for _ in loader:
         seen.append((tessel.utils.data.get_worker_info(), tessel.rand(()).item()))
-    tessel.manual_seed(5)  # (the loader's base-seed draw takes host-stream words, not tensor draws)
+    tessel.manual_seed(5)
+    tessel.empty((), dtype=tessel.int64).random_()  # the loader's base seed, first, as torch's
     assert seen == [(None, tessel.rand(()).item()) for _ in range(4)]
 
 

@@ -560,7 +560,9 @@ def test_von_mises_lkj_and_wishart_samples():
     s = D.VonMises(t([0.5, -1.0, 2.0]), t([0.3, 4.0, 10.0])).sample((20000,))
     assert float(s.abs().max()) <= math.pi
     sin, cos = s.sin().mean(0), s.cos().mean(0)  # circular mean and 1 - resultant length, torch's from 400000 draws
-    np.testing.assert_allclose(tessel.atan2(sin, cos).tolist(), [0.5024, -0.9987, 2.0001], atol=0.05)
+    # (κ = 0.3: the circular mean of 20000 draws has a standard error of about 0.05 there, 0.004 for the others)
+    np.testing.assert_allclose(tessel.atan2(sin, cos).tolist()[0], 0.5024, atol=0.15)
+    np.testing.assert_allclose(tessel.atan2(sin, cos).tolist()[1:], [-0.9987, 2.0001], atol=0.02)
     np.testing.assert_allclose((1 - (sin ** 2 + cos ** 2).sqrt()).tolist(), [0.8518, 0.1368, 0.0515], atol=0.01)
     L = D.LKJCholesky(3, t(0.5)).sample((20000,))
     assert bool(D.constraints.corr_cholesky.check(L).all())

@@ -74,8 +74,8 @@ def test_generator_state_saves_and_restores_the_draws():
     assert restored.initial_seed() == 2 ** 64 - 1
     np.testing.assert_array_equal(tessel.rand(4, generator=restored).numpy(), tessel.rand(4, generator=g).numpy())
     assert tessel.initial_seed() == 5
-    with pytest.raises(RuntimeError, match="the int64 tensor of 3 elements"):
-        tessel.set_rng_state(tessel.zeros(5))
+    with pytest.raises(RuntimeError, match="the int64 tensor of 5 elements"):
+        tessel.set_rng_state(tessel.zeros(4))
 
 
 def failure(fn):

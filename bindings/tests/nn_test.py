@@ -1250,19 +1250,20 @@ def test_dropout_draws_from_the_default_generator_like_torch():
         F.dropout(tessel.ones(3), -0.5)
     x = tessel.ones(400, 50)
     tessel.manual_seed(3)
-    start = tessel._C.default_generator().offset
+    start = tessel._C.default_generator().host_draws
     drop = nn.Dropout(0.2)
     y = drop(x).numpy()
-    assert tessel._C.default_generator().offset == start + 20000  # one counter per element, like torch's Philox
+    # torch's CPU bernoulli_: a 53-bit uniform (two MT19937 words) per element
+    assert tessel._C.default_generator().host_draws == start + 40000
     assert set(np.unique(y).tolist()) == {0.0, np.float32(1.25)}
     assert abs((y == 0).mean() - 0.2) < 0.02  # Binomial(20000, 0.2): sigma 0.0028
     tessel.manual_seed(3)
     np.testing.assert_array_equal(F.dropout(x, 0.2).numpy(), y)  # same seed, same mask
     drop.eval()
-    offset = tessel._C.default_generator().offset
+    offset = tessel._C.default_generator().host_draws
     assert F.dropout(x, 0.2, training=False) is x
     np.testing.assert_array_equal(drop(x).numpy(), x.numpy())
-    assert tessel._C.default_generator().offset == offset  # eval draws nothing
+    assert tessel._C.default_generator().host_draws == offset  # eval draws nothing
     # Backward: the same mask times 1 / (1 - p).
     w = tessel.ones(400, 50, requires_grad=True)
     tessel.manual_seed(3)

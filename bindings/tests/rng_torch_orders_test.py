@@ -53,8 +53,8 @@ def test_dataloader_shuffles_epochs_as_torch_with_and_without_a_generator():
     tessel.manual_seed(3)
     assert [list(s.indices) for s in random_split(range(10), [3, 7])] == [[6, 0, 3], [7, 8, 5, 1, 9, 2, 4]]
     tessel.manual_seed(0)
-    tessel.randn(100)  # tessel's tensor draws (Philox) leave the host stream where it was (torch's move its MT)
-    assert tessel.randperm(8).tolist() == [4, 0, 7, 3, 2, 5, 1, 6]  # torch's randperm(8) right after manual_seed(0)
+    tessel.randn(100)  # a CPU tensor draw moves the host stream as torch's moves its MT (torch_random.h)
+    assert tessel.randperm(8).tolist() == [7, 5, 3, 0, 2, 6, 4, 1]  # torch's randperm(8) after randn(100)
 
 
 def test_random_is_torchs_per_dtype_and_range():
@@ -103,7 +103,7 @@ def test_the_host_stream_is_part_of_the_generator_state():
     other = g(11)
     tessel.randperm(10, generator=other)
     assert other.host_draws == 9
-    assert tessel.rand(2, generator=other).tolist() == tessel.rand(2, generator=g(11)).tolist()
+    assert tessel.rand(2, generator=other).tolist() == [0.924839437007904, 0.2693377733230591]  # torch's
 
 
 def test_multinomial_and_weighted_sampler_draw_torchs_samples():

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "core/tensor/tensor.h"
@@ -35,11 +36,13 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<u
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
-  Generator(const Generator& other) : seed_(other.seed_), offset_(other.offset_), host_draws_(other.host_draws_) {}
+  Generator(const Generator& other)
+      : seed_(other.seed_), offset_(other.offset_), host_draws_(other.host_draws_), next_normal_(other.next_normal_) {}
   Generator& operator=(const Generator& other) {
     seed_ = other.seed_;
     offset_ = other.offset_;
     host_draws_ = other.host_draws_;
+    next_normal_ = other.next_normal_;
     owner_.store(0, std::memory_order_relaxed);
     return *this;
   }
@@ -57,7 +60,8 @@ class Generator {
     return base;
   }
   friend bool operator==(const Generator& a, const Generator& b) {
-    return a.seed_ == b.seed_ && a.offset_ == b.offset_ && a.host_draws_ == b.host_draws_;
+    return a.seed_ == b.seed_ && a.offset_ == b.offset_ && a.host_draws_ == b.host_draws_ &&
+           a.next_normal_ == b.next_normal_;
   }
 
   // The host stream, for what torch draws on the CPU from its MT19937 one 32-bit word at a time (randperm, a
@@ -72,6 +76,13 @@ class Generator {
     host_draws_ = n;
   }
   void HostDraw(std::span<uint32_t> out);
+  // The second value of the last Box-Muller pair an element-at-a-time normal draw made (torch's CPU generator
+  // keeps it for the next such draw: torch_random.h); seeding clears it.
+  std::optional<double> next_normal() const { return next_normal_; }
+  void set_next_normal(std::optional<double> v) {
+    CheckThread();
+    next_normal_ = v;
+  }
 
  private:
   // Fast path: the caller already owns it (one relaxed load and a thread_local read).
@@ -80,6 +91,7 @@ class Generator {
   uint64_t seed_;
   uint64_t offset_;
   uint64_t host_draws_ = 0;  // 32-bit words drawn from the host stream since the seed
+  std::optional<double> next_normal_;
   std::atomic<uint64_t> owner_{0};  // id of the owning thread (0: none); see CheckThread
 };
 

@@ -3,7 +3,6 @@ C++ layers' recorded constructor arguments (_record_constructor_args, applied in
 C++ layer or a Python subclass of one from them, and putting copied parameters and buffers into the new
 module. Split from modules.py by concept; modules.py installs _deepcopy as Module.__deepcopy__.
 """
-import contextlib
 import copy
 
 from .. import _C, _device
@@ -70,9 +69,7 @@ def _deepcopy(self, memo):
         if ctor is None:
             raise NotImplementedError("deepcopy of %s: a layer created by C++ code has no recorded constructor "
                                       "arguments" % name)
-        meta = any(t.is_meta for t in list(self.parameters(recurse=False)) + [b for _, b in self._named_buffers(False)])
-        with _device.device("meta") if meta else contextlib.nullcontext():  # no draw for a meta layer's copy
-            new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo), cpp_settings(self))
+        new = _new_cpp_layer(type(self), copy.deepcopy(ctor, memo), cpp_settings(self))
     else:
         new = type(self).__new__(type(self))
         Module.__init__(new)
@@ -117,10 +114,13 @@ def cpp_settings(module):
 def _new_cpp_layer(cls, ctor, settings=None):
     """An instance of cls (a C++ layer class or a Python subclass of one) built by the C++ layer's own
     constructor from the recorded arguments (a subclass's __init__ takes other ones, as LoRA's r), then given
-    the settings assigned since (cpp_settings)."""
+    the settings assigned since (cpp_settings). Built as on the meta device: the caller puts the copied
+    parameters in, and no random number is drawn (torch's deepcopy and unpickling draw none; a draw here moved the
+    generator, so a seeded script's later draws differed from torch's)."""
     base = next(c for c in cls.__mro__ if "_tessel_cpp_init" in c.__dict__)
     new = cls.__new__(cls)
-    base._tessel_cpp_init(new, *ctor[0], **ctor[1])
+    with _device.device("meta"):
+        base._tessel_cpp_init(new, *ctor[0], **ctor[1])
     new.__dict__[_CTOR_KEY] = ctor
     for name, value in (settings or {}).items():
         object.__setattr__(new, name, value)

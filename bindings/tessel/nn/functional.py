@@ -155,17 +155,36 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
 
 def dropout(input, p=0.5, training=True, inplace=False):
     """torch.nn.functional.dropout: in training, zeroes each element with probability p and scales the
-    rest by 1 / (1 - p), drawing from tessel's default generator (tessel.manual_seed; the same seed on
-    every rank gives a DTensor's shards their blocks of one mask). Not training or p == 0 returns input.
-    The masks are tessel's (Philox counters), not torch's: only their distribution matches."""
+    rest by 1 / (1 - p), drawing from tessel's default generator (tessel.manual_seed). A CPU tensor's mask is
+    torch's (its CPU dropout: input * bernoulli_(1 - p) / (1 - p) from the generator's host stream,
+    core/tensor/torch_random.h), so a seeded script drops what torch drops; a DTensor's shards take their blocks
+    of one counter-based mask (the same seed on every rank). Not training or p == 0 returns input."""
     if p < 0 or p > 1:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0:
         return input  # the object itself, as torch
+    if p < 1 and input.device.type == "cpu" and input.dtype.is_floating_point and not (
+            input.is_distributed and any(pl.is_partial() for pl in input.placements)):
+        noise = _torch_dropout_noise(input, p)
+        return input.mul_(noise) if inplace else input * noise
     if inplace:
         from .. import _inplace
         return _inplace.apply(input, lambda t: _C._functional.dropout(t, p, training), "dropout_")
     return _C._functional.dropout(input, p, training)
+
+
+def _torch_dropout_noise(input, p):
+    """torch's CPU dropout noise for input: bernoulli_(1 - p) / (1 - p) in input's dtype, drawn in its memory order
+    (empty_like keeps the strides). A DTensor's is its piece of the noise the whole tensor draws, so sharded
+    dropout drops what it drops on one rank (every rank draws the whole mask, the same seed on each)."""
+    from .._tensor import empty_like
+    whole = _C._empty(list(input.shape), input.dtype) if input.is_distributed else empty_like(input.detach())
+    noise = _C._torch_random_(whole, "bernoulli", 1.0 - p, 0.0, None).div_(1.0 - p)
+    if not input.is_distributed:
+        return noise
+    piece = empty_like(input.detach())
+    _C._assign_full(piece, noise)
+    return piece
 
 
 def _no_weight_grad(function, **weights):

@@ -151,11 +151,31 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             "normal_kernel_cpu" if mass > 0.3 else "check_uniform_bounds", _torch_dtype_name(tensor.dtype)))
     if a > b:  # torch's tail method draws uniform_(a, b), which refuses; a == b fills a
         raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%g > to=%g" % (a, b))
-    if mass > 0.3:
+    if mass > 0.3 and tensor.device.type != "cpu":
         with _no_grad():
             _C._fill_random_(tensor, "trunc_normal", float(mean), float(std), generator, float(a), float(b))
         return tensor
-    return _trunc_normal_tail(tensor, mean, std, a, b, generator)
+    with _no_grad():
+        if mass > 0.3:
+            return _trunc_normal_redrawn(tensor, mean, std, a, b, generator)
+        return _trunc_normal_tail(tensor, mean, std, a, b, generator)
+
+
+@_on_whole
+def _trunc_normal_redrawn(tensor, mean, std, a, b, generator):
+    """torch 2.15's method where [a, b] holds more than 0.3 of the mass, draw for draw (a CPU tensor's normal_ is
+    torch's kernel): normal_, then while any value lies outside the bounds (as the dtype holds them), a fresh
+    whole-tensor normal_ replaces those values. A DTensor takes its piece of the whole tensor's values."""
+    from .. import where
+    from .._tensor import empty_like, tensor as _tensor
+    lo, hi = (float(_tensor(v, dtype=tensor.dtype)) for v in (a, b))
+    result = tensor.normal_(mean, std, generator=generator)
+    while True:
+        outside = (result < lo) | (result > hi)
+        if not outside.any():
+            break
+        result = where(outside, empty_like(result).normal_(mean, std, generator=generator), result)
+    return tensor if result is tensor else tensor.copy_(result)
 
 
 def _mass(mean, std, a, b):
@@ -167,47 +187,46 @@ def _mass(mean, std, a, b):
 
 @_on_whole
 def _trunc_normal_tail(tensor, mean, std, a, b, generator):
-    """trunc_normal_ where [a, b] holds at most 0.3 of the mass: uniform proposals on [a, b], each accepted with
-    the density's ratio to its peak (torch 2.15's method for this case)."""
-    import numpy as np
+    """trunc_normal_ where [a, b] holds at most 0.3 of the mass, as torch 2.15: uniform proposals on [a, b], each
+    accepted where log(u) (a second uniform) is at most its log density relative to the peak's; the pending ones
+    proposed again, whole-tensor draws each round (so the draws follow torch's)."""
+    from .. import where
+    from .._tensor import empty_like
+    log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+    candidates, accept = empty_like(tensor), empty_like(tensor)
 
-    def draw(n):
-        return _C._rand([n], generator, _C.dtype.float64).numpy()
-
-    n = tensor.numel()
-    peak = max(a, min(mean, b))
-    flat = np.empty(n)
-    pending = np.ones(n, dtype=bool)
-    while pending.any():
-        k = int(pending.sum())
-        x = a + (b - a) * draw(k)
-        accept = np.log(draw(k)) <= -0.5 * ((x - mean) / std) ** 2 + 0.5 * ((peak - mean) / std) ** 2
-        idx = np.flatnonzero(pending)
-        flat[idx[accept]] = x[accept]
-        pending[idx[accept]] = False
-    with _no_grad():
-        return tensor.copy_(_C._from_numpy(np.clip(flat, a, b).reshape(tuple(tensor.shape))).to(tensor.dtype))
+    def rejected(proposals):  # (in place on proposals, as torch: its log density relative to the peak)
+        proposals.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+        return accept.uniform_(generator=generator).log_().gt(proposals)
+    tensor.uniform_(a, b, generator=generator)
+    pending = rejected(candidates.copy_(tensor))
+    if not pending.any():
+        return tensor
+    result = tensor
+    while True:
+        candidates.uniform_(a, b, generator=generator)
+        result = where(pending, candidates, result)
+        pending = where(pending, rejected(candidates), pending)
+        if not pending.any():
+            return tensor.copy_(result)
 
 
 @_on_whole
 def orthogonal_(tensor, gain=1.0, generator=None):
-    """A (semi-)orthogonal matrix, as torch: QR of a normal [rows, cols] draw (transposed when rows < cols),
-    Q's columns signed by R's diagonal, times gain; trailing dims are flattened into cols."""
-    import numpy as np
-    from .._tensor import tensor as _tensor, randn as _randn
+    """A (semi-)orthogonal matrix, as torch: QR of a normal_ [rows, cols] draw in the tensor's dtype (transposed
+    when rows < cols), Q's columns signed by R's diagonal, times gain; trailing dims are flattened into cols."""
+    from .. import linalg
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
     rows = tensor.shape[0]
-    cols = tensor.numel() // rows if rows else 0
-    flat = _randn(rows, cols, generator=generator, dtype=_C.dtype.float64).numpy()
-    if rows < cols:
-        flat = flat.T
-    q, r = np.linalg.qr(flat)
-    q = q * np.sign(np.diag(r))
-    if rows < cols:
-        q = q.T
+    cols = tensor.numel() // rows
     with _no_grad():
-        return tensor.copy_(_tensor(gain * q.reshape(tensor.shape), dtype=tensor.dtype))
+        flat = tensor.new_empty((rows, cols)).normal_(0.0, 1.0, generator=generator)
+        q, r = linalg.qr(flat.t() if rows < cols else flat)
+        q = q * r.diagonal().sign()
+        return tensor.copy_((q.t() if rows < cols else q).reshape(tuple(tensor.shape))).mul_(gain)
 
 
 @_on_whole
@@ -243,20 +262,18 @@ def dirac_(tensor, groups=1):
 
 @_on_whole
 def sparse_(tensor, sparsity, std=0.01, generator=None):
-    """torch's: a 2-D tensor N(0, std²) with ceil(sparsity · rows) entries of each column set to zero (rows
-    picked by a random permutation per column)."""
-    import numpy as np
+    """torch's: a 2-D tensor N(0, std²) with ceil(sparsity · rows) entries of each column set to zero: the first
+    ones of a randperm(rows) per column, drawn (as torch's) from the default generator, not `generator`."""
+    from .._tensor import randperm
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     zeros = int(math.ceil(sparsity * rows))
     with _no_grad():
         tensor.normal_(0.0, std, generator=generator)
-        mask = np.ones((rows, cols))
         for col in range(cols):
-            mask[np.argsort(_C._rand([rows], generator, _C.dtype.float64).numpy())[:zeros], col] = 0.0
-        from .._tensor import tensor as _tensor
-        return tensor.mul_(_tensor(mask, dtype=tensor.dtype))
+            tensor[randperm(rows)[:zeros], col] = 0.0
+    return tensor
 
 
 def _make_deprecate(method):

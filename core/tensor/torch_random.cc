@@ -1,0 +1,389 @@
+// core/tensor/torch_random.cc — torch's CPU uniform_ / normal_ kernels on the host stream (torch_random.h).
+//
+// This file builds with -ffp-contract=off: every fused multiply-add below is an explicit std::fma, placed where
+// GCC contracts aten's AVX2 build (a product whose only use is an addition or subtraction, taken in statement
+// order), and nowhere else, so the values do not depend on this build's compiler flags.
+#include "core/tensor/torch_random.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/error.h"
+#include "core/tensor/strided_loop.h"
+#include "core/tensor/tensor_impl.h"
+
+namespace tessel {
+namespace {
+
+std::atomic<int> g_forced{static_cast<int>(TorchCpuKernels::kAuto)};
+
+TorchCpuKernels FromEnvironment() {
+  const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+  std::string v = env ? env : "";
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "default" ? TorchCpuKernels::kDefault : TorchCpuKernels::kAvx2;
+}
+
+constexpr double kPi = 3.14159265358979323846;  // c10::pi<double>
+constexpr double kTwoPi = 2.0 * kPi;
+
+// Draws `count` words from the host stream, a chunk at a time (the draw's size is known before it starts, so the
+// generator never moves past what the draw uses: its engine stays cached for the next draw, random.cc).
+class Words {
+ public:
+  Words(Generator& gen, uint64_t count) : gen_(gen), left_(count) {}
+  uint32_t Next() {
+    if (pos_ == size_) {
+      TESSEL_CHECK(left_ > 0, "torch_random: a draw used more words than it reserved");
+      size_ = static_cast<size_t>(std::min<uint64_t>(left_, buf_.size()));
+      gen_.HostDraw(std::span<uint32_t>(buf_.data(), size_));
+      left_ -= size_;
+      pos_ = 0;
+    }
+    return buf_[pos_++];
+  }
+
+ private:
+  Generator& gen_;
+  uint64_t left_;
+  std::array<uint32_t, 512> buf_;
+  size_t size_ = 0, pos_ = 0;
+};
+
+// aten's uniform_real for float-computed dtypes (24 bits of one word) and for double (53 bits of two).
+float Uniform24(Words& w) { return static_cast<float>(w.Next() & 0xFFFFFFu) * (1.0f / 16777216.0f); }
+double Uniform53(Words& w) {
+  const uint64_t hi = w.Next();
+  const uint64_t v = (hi << 32) | w.Next();
+  return static_cast<double>(v & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+template <typename C>
+C Uniform01(Words& w) {
+  if constexpr (std::is_same_v<C, double>) {
+    return Uniform53(w);
+  } else {
+    return Uniform24(w);
+  }
+}
+
+// ---- avx_mathfun.h's Cephes logf and sincosf, one lane (float, with the FMAs of torch's AVX2 build) ----
+float Bits(uint32_t b) { return std::bit_cast<float>(b); }
+uint32_t BitsOf(float f) { return std::bit_cast<uint32_t>(f); }
+
+float CephesLog(float x) {
+  const bool invalid = x <= 0.0f;
+  x = x > Bits(0x00800000u) ? x : Bits(0x00800000u);  // max_ps with the smallest normal float
+  int32_t e_int = static_cast<int32_t>(BitsOf(x) >> 23);
+  x = Bits((BitsOf(x) & ~0x7f800000u) | BitsOf(0.5f));  // mantissa in [0.5, 1)
+  e_int -= 0x7f;
+  float e = static_cast<float>(e_int) + 1.0f;
+  const bool below = x < 0.707106781186547524f;
+  const float tmp = below ? x : 0.0f;
+  x = x - 1.0f;
+  e = e - (below ? 1.0f : 0.0f);
+  x = x + tmp;
+  const float z = x * x;
+  float y = std::fma(7.0376836292E-2f, x, -1.1514610310E-1f);
+  y = std::fma(y, x, 1.1676998740E-1f);
+  y = std::fma(y, x, -1.2420140846E-1f);
+  y = std::fma(y, x, +1.4249322787E-1f);
+  y = std::fma(y, x, -1.6668057665E-1f);
+  y = std::fma(y, x, +2.0000714765E-1f);
+  y = std::fma(y, x, -2.4999993993E-1f);
+  y = std::fma(y, x, +3.3333331174E-1f);
+  y = y * x;
+  y = std::fma(y, z, e * -2.12194440e-4f);
+  y = std::fma(-z, 0.5f, y);
+  x = std::fma(e, 0.693359375f, x + y);
+  return invalid ? Bits(0xFFFFFFFFu) : x;  // (or_ps with an all-ones mask: a NaN)
+}
+
+void CephesSinCos(float x, float* s, float* c) {
+  uint32_t sign_sin = BitsOf(x) & 0x80000000u;
+  x = Bits(BitsOf(x) & 0x7FFFFFFFu);
+  float y = x * 1.27323954473516f;  // 4 / π
+  int32_t j = static_cast<int32_t>(y);  // (cvttps: truncation)
+  j = (j + 1) & ~1;
+  y = static_cast<float>(j);
+  const uint32_t swap_sin = static_cast<uint32_t>(j & 4) << 29;
+  const bool first_poly_for_cos = (j & 2) == 0;
+  x = std::fma(y, -0.78515625f, x);  // extended-precision reduction by π/4 in three parts
+  x = std::fma(y, -2.4187564849853515625e-4f, x);
+  x = std::fma(y, -3.77489497744594108e-8f, x);
+  const uint32_t sign_cos = static_cast<uint32_t>(~(j - 2) & 4) << 29;
+  sign_sin ^= swap_sin;
+  const float z = x * x;
+  float yc = std::fma(2.443315711809948E-005f, z, -1.388731625493765E-003f);
+  yc = std::fma(yc, z, 4.166664568298827E-002f);
+  yc = yc * z;
+  yc = std::fma(yc, z, -(z * 0.5f));
+  yc = yc + 1.0f;
+  float ys = std::fma(-1.9515295891E-4f, z, 8.3321608736E-3f);
+  ys = std::fma(ys, z, -1.6666654611E-1f);
+  ys = ys * z;
+  ys = std::fma(ys, x, x);
+  // The masked select of avx_mathfun (and / andnot, then subtractions and additions with +0): kept as arithmetic
+  // so signed zeros come out as torch's.
+  const float ysin2 = first_poly_for_cos ? ys : 0.0f;
+  const float ysin1 = first_poly_for_cos ? 0.0f : yc;
+  ys = ys - ysin2;
+  yc = yc - ysin1;
+  *s = Bits(BitsOf(ysin1 + ysin2) ^ sign_sin);
+  *c = Bits(BitsOf(yc + ys) ^ sign_cos);
+}
+
+// One block of 16: aten's NormalFill16 (8 Box-Muller pairs (1 - d[j], d[j + 8])).
+void Fill16Avx2(float* d, float mean, float std) {
+  const auto two_pi = static_cast<float>(kTwoPi);
+  for (int j = 0; j < 8; ++j) {
+    const float radius = std::sqrt(-2.0f * CephesLog(1.0f - d[j]));
+    float s, c;
+    CephesSinCos(two_pi * d[j + 8], &s, &c);
+    d[j] = std::fma(radius * c, std, mean);
+    d[j + 8] = std::fma(radius * s, std, mean);
+  }
+}
+template <typename C>
+void Fill16Scalar(C* d, C mean, C std) {
+  for (int j = 0; j < 8; ++j) {
+    const C u1 = 1 - d[j];
+    const C radius = std::sqrt(-2 * std::log(u1));
+    const auto theta = static_cast<C>(kTwoPi * static_cast<double>(d[j + 8]));
+    d[j] = std::fma(radius * std::cos(theta), std, mean);
+    d[j + 8] = std::fma(radius * std::sin(theta), std, mean);
+  }
+}
+template <typename C>
+void Fill16(C* d, C mean, C std, TorchCpuKernels k) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (k == TorchCpuKernels::kAvx2) return Fill16Avx2(d, mean, std);
+  }
+  Fill16Scalar(d, mean, std);
+}
+
+// aten's normal_fill: a contiguous tensor of n >= 16 elements.
+template <typename S>
+void NormalFill(S* data, int64_t n, Words& w, double mean, double std, TorchCpuKernels k) {
+  using C = ComputeT<S>;
+  const auto m = static_cast<C>(mean), sd = static_cast<C>(std);
+  if constexpr (std::is_same_v<S, C>) {
+    for (int64_t i = 0; i < n; ++i) data[i] = Uniform01<C>(w);
+    for (int64_t i = 0; i < n - 15; i += 16) Fill16(data + i, m, sd, k);
+    if (n % 16 != 0) {
+      C* tail = data + n - 16;
+      for (int i = 0; i < 16; ++i) tail[i] = Uniform01<C>(w);
+      Fill16(tail, m, sd, k);
+    }
+  } else {
+    C buf[16];
+    const auto block = [&](int64_t at) {
+      for (C& v : buf) v = Uniform01<C>(w);
+      Fill16(buf, m, sd, k);
+      for (int j = 0; j < 16; ++j) data[at + j] = FromCompute<S>(buf[j]);
+    };
+    for (int64_t i = 0; i < n - 15; i += 16) block(i);
+    if (n % 16 != 0) block(n - 16);
+  }
+}
+
+// aten's normal_distribution<double> for one element, with the generator's cached second value.
+double NormalOne(Generator& gen, Words& w, double mean, double std, TorchCpuKernels k) {
+  double ret;
+  if (const std::optional<double> cached = gen.next_normal()) {
+    gen.set_next_normal(std::nullopt);
+    ret = *cached;
+  } else {
+    const double u1 = Uniform53(w), u2 = Uniform53(w);
+    const double r = std::sqrt(-2.0 * std::log1p(-u2));
+    const double theta = kTwoPi * u1;
+    gen.set_next_normal(r * std::sin(theta));
+    ret = r * std::cos(theta);
+  }
+  return k == TorchCpuKernels::kAvx2 ? std::fma(ret, std, mean) : ret * std + mean;
+}
+
+template <typename S>
+S UniformOne(Words& w, ComputeT<S> from, ComputeT<S> to, S from_s, S to_s, TorchCpuKernels k) {
+  using C = ComputeT<S>;
+  const C u = Uniform01<C>(w);
+  const S v = FromCompute<S>(k == TorchCpuKernels::kAvx2 ? std::fma(u, to - from, from) : u * (to - from) + from);
+  return ToCompute(v) == ToCompute(to_s) ? from_s : v;
+}
+
+// out's dims from outermost to innermost in memory (decreasing stride), the order aten's TensorIterator walks it.
+std::vector<int64_t> MemoryOrder(const Tensor& out) {
+  std::vector<int64_t> order(out.dim());
+  std::iota(order.begin(), order.end(), 0);
+  if (!out.is_contiguous()) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return out.strides()[a] > out.strides()[b]; });
+  }
+  return order;
+}
+
+// Calls visit(S* element) for t's elements, dims taken in `order` (outermost first).
+template <typename S, typename Fn>
+void ForEachInOrder(const Tensor& t, const std::vector<int64_t>& order, Fn&& visit) {
+  S* base = static_cast<S*>(t.raw_data());
+  if (t.is_contiguous() && std::is_sorted(order.begin(), order.end())) {
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) visit(base + i);
+    return;
+  }
+  std::vector<int64_t> sizes, strides;
+  for (int64_t d : order) {
+    sizes.push_back(t.sizes()[d]);
+    strides.push_back(t.strides()[d]);
+  }
+  ForEachStrided<1>(sizes, {std::span<const int64_t>(strides)}, [&](const int64_t* off) { visit(base + off[0]); });
+}
+template <typename S, typename Fn>
+void ForEachInMemoryOrder(const Tensor& out, Fn&& visit) {
+  ForEachInOrder<S>(out, MemoryOrder(out), visit);
+}
+
+void CheckOut(const Tensor& out, const char* kernel) {
+  TESSEL_CHECK(!out.is_distributed() && out.device().is_cpu(), kernel, ": torch's CPU kernels draw into a dense "
+               "CPU tensor (a DTensor or a device tensor draws with FillRandom)");
+  const DType dt = out.dtype();
+  if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kBFloat16 && dt != DType::kFloat16) {
+    TESSEL_FAIL(ErrorCode::kInvalidArgument, "\"", kernel, "\" not implemented for '", DTypeName(dt), "'");
+  }
+}
+
+// Writes value(words) into every element of out (any dtype) in memory order, drawing `words_per` words per element.
+template <typename Value>
+void PerElement(const Tensor& out, Generator& gen, uint64_t words_per, Value&& value) {
+  TESSEL_CHECK(!out.is_distributed() && out.device().is_cpu(), "torch's CPU kernels draw into a dense CPU tensor");
+  {
+    Words w(gen, words_per * static_cast<uint64_t>(out.numel()));
+    TESSEL_DISPATCH_ALL_TYPES(out.dtype(), "random", [&] {
+      ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) { *e = ConvertValue<scalar_t>(value(w)); });
+    });
+  }
+  out.impl()->storage().BumpVersion();
+}
+
+}  // namespace
+
+TorchCpuKernels ActiveTorchCpuKernels() {
+  const auto forced = static_cast<TorchCpuKernels>(g_forced.load(std::memory_order_relaxed));
+  if (forced != TorchCpuKernels::kAuto) return forced;
+  static const TorchCpuKernels from_env = FromEnvironment();
+  return from_env;
+}
+
+void ForceTorchCpuKernelsForTesting(TorchCpuKernels kernels) {
+  g_forced.store(static_cast<int>(kernels), std::memory_order_relaxed);
+}
+
+void TorchUniform(const Tensor& out, Generator& gen, double from, double to) {
+  CheckOut(out, "uniform_kernel_cpu");
+  TESSEL_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  const TorchCpuKernels k = ActiveTorchCpuKernels();
+  const auto n = static_cast<uint64_t>(out.numel());
+  {
+    Words w(gen, out.dtype() == DType::kFloat64 ? 2 * n : n);
+    TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "uniform_", [&] {
+      using C = ComputeT<scalar_t>;
+      const auto f = static_cast<C>(from), t = static_cast<C>(to);
+      const auto fs = FromCompute<scalar_t>(from), ts = FromCompute<scalar_t>(to);
+      ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) { *e = UniformOne<scalar_t>(w, f, t, fs, ts, k); });
+    });
+  }
+  out.impl()->storage().BumpVersion();
+}
+
+void TorchNormal(const Tensor& out, Generator& gen, double mean, double std) {
+  CheckOut(out, "normal_kernel_cpu");
+  TESSEL_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  const TorchCpuKernels k = ActiveTorchCpuKernels();
+  const auto n = static_cast<uint64_t>(out.numel());
+  const uint64_t per_value = out.dtype() == DType::kFloat64 ? 2 : 1;  // words per uniform of a block fill
+  const bool blocks = n >= 16 && out.is_contiguous();
+  // A block fill: n uniforms and 16 more where 16 does not divide n. One at a time: two 53-bit uniforms (four
+  // words) per pair of values, the first value taken from the generator's cache when it holds one.
+  const uint64_t fresh = n - (gen.next_normal() && n > 0 ? 1 : 0);
+  const uint64_t words = blocks ? per_value * (n + (n % 16 ? 16 : 0)) : 4 * ((fresh + 1) / 2);
+  {
+    Words w(gen, words);
+    TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "normal_", [&] {
+      if (blocks) {
+        NormalFill(static_cast<scalar_t*>(out.raw_data()), out.numel(), w, mean, std, k);
+      } else {
+        ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) {
+          *e = FromCompute<scalar_t>(NormalOne(gen, w, mean, std, k));
+        });
+      }
+    });
+  }
+  out.impl()->storage().BumpVersion();
+}
+
+void TorchLogNormal(const Tensor& out, Generator& gen, double mean, double std) {
+  CheckOut(out, "log_normal_cpu");
+  TESSEL_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  const TorchCpuKernels k = ActiveTorchCpuKernels();
+  const auto n = static_cast<uint64_t>(out.numel());
+  const uint64_t fresh = n - (gen.next_normal() && n > 0 ? 1 : 0);
+  {
+    Words w(gen, 4 * ((fresh + 1) / 2));
+    TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "log_normal_", [&] {
+      ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) {
+        *e = FromCompute<scalar_t>(std::exp(NormalOne(gen, w, mean, std, k)));
+      });
+    });
+  }
+  out.impl()->storage().BumpVersion();
+}
+
+void TorchCauchy(const Tensor& out, Generator& gen, double median, double sigma) {
+  CheckOut(out, "cauchy_cpu");
+  const bool fused = ActiveTorchCpuKernels() == TorchCpuKernels::kAvx2;
+  PerElement(out, gen, 2, [&](Words& w) {
+    const double t = std::tan(kPi * (Uniform53(w) - 0.5));
+    return fused ? std::fma(sigma, t, median) : median + sigma * t;
+  });
+}
+
+void TorchGeometric(const Tensor& out, Generator& gen, double p) {
+  TESSEL_CHECK(p > 0 && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  const double denominator = std::log1p(-p);
+  PerElement(out, gen, 2, [&](Words& w) { return std::ceil(std::log(Uniform53(w)) / denominator); });
+}
+
+void TorchBernoulli(const Tensor& out, Generator& gen, double p) {
+  TESSEL_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  PerElement(out, gen, 2, [&](Words& w) { return Uniform53(w) < p ? 1.0 : 0.0; });
+}
+
+void TorchBernoulli(const Tensor& out, Generator& gen, const Tensor& p) {
+  TESSEL_CHECK(p.sizes() == out.sizes() && !p.is_distributed() && p.device().is_cpu(), "bernoulli_: probabilities ",
+               ShapeStr(p.sizes()), " for a draw of ", ShapeStr(out.sizes()), " (expand them to it first)");
+  const DType pt = p.dtype();
+  TESSEL_CHECK(pt == DType::kFloat32 || pt == DType::kFloat64 || pt == DType::kBFloat16 || pt == DType::kFloat16,
+               "bernoulli_: probabilities must be floating, got ", DTypeName(pt));
+  // The probabilities in out's memory order (aten's iterator walks the output's layout).
+  std::vector<double> probs;
+  probs.reserve(static_cast<size_t>(p.numel()));
+  TESSEL_DISPATCH_FLOATING_TYPES(pt, "bernoulli_", [&] {
+    ForEachInOrder<scalar_t>(p, MemoryOrder(out), [&](scalar_t* e) {
+      probs.push_back(static_cast<double>(ToCompute(*e)));
+    });
+  });
+  size_t i = 0;
+  if (pt == DType::kFloat64) {
+    PerElement(out, gen, 2, [&](Words& w) { return Uniform53(w) < probs[i++] ? 1.0 : 0.0; });
+  } else {
+    PerElement(out, gen, 1, [&](Words& w) { return Uniform24(w) < static_cast<float>(probs[i++]) ? 1.0 : 0.0; });
+  }
+}
+
+}  // namespace tessel
