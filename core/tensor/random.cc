@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "core/base/philox.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
+#include "core/tensor/mt19937.h"
 #include "core/tensor/random_kernels.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -238,17 +238,17 @@ void Generator::HostDraw(std::span<uint32_t> out) {
     bool valid = false;
     uint32_t seed = 0;
     uint64_t count = 0;  // words drawn from `engine` since its seed
-    std::mt19937 engine;
+    Mt19937 engine;  // (std::mt19937's words, vectorized)
   };
   thread_local Engine last;
   const auto seed32 = static_cast<uint32_t>(seed_);  // torch's mt19937 takes the seed's low 32 bits
   if (!last.valid || last.seed != seed32 || last.count != host_draws_) {
-    last.engine.seed(seed32);  // (std::mt19937's seeding is MT19937's init_genrand, as torch's)
-    last.engine.discard(host_draws_);
+    last.engine = Mt19937(seed32);  // (init_genrand, as torch's)
+    last.engine.Discard(host_draws_);
     last.valid = true;
     last.seed = seed32;
   }
-  for (uint32_t& word : out) word = static_cast<uint32_t>(last.engine());
+  last.engine.Fill(out);
   host_draws_ += out.size();
   last.count = host_draws_;
 }

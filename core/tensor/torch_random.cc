@@ -5,10 +5,11 @@
 // order), and nowhere else, so the values do not depend on this build's compiler flags.
 #include "core/tensor/torch_random.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -74,82 +75,80 @@ C Uniform01(Words& w) {
   }
 }
 
-// ---- avx_mathfun.h's Cephes logf and sincosf, one lane (float, with the FMAs of torch's AVX2 build) ----
-float Bits(uint32_t b) { return std::bit_cast<float>(b); }
-uint32_t BitsOf(float f) { return std::bit_cast<uint32_t>(f); }
+// ---- avx_mathfun.h's Cephes logf and sincosf on 8 floats (with the FMAs of torch's AVX2 build) ----
+inline __m256 Set(float v) { return _mm256_set1_ps(v); }
+inline __m256 SetBits(uint32_t b) { return _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(b))); }
 
-float CephesLog(float x) {
-  const bool invalid = x <= 0.0f;
-  x = x > Bits(0x00800000u) ? x : Bits(0x00800000u);  // max_ps with the smallest normal float
-  int32_t e_int = static_cast<int32_t>(BitsOf(x) >> 23);
-  x = Bits((BitsOf(x) & ~0x7f800000u) | BitsOf(0.5f));  // mantissa in [0.5, 1)
-  e_int -= 0x7f;
-  float e = static_cast<float>(e_int) + 1.0f;
-  const bool below = x < 0.707106781186547524f;
-  const float tmp = below ? x : 0.0f;
-  x = x - 1.0f;
-  e = e - (below ? 1.0f : 0.0f);
-  x = x + tmp;
-  const float z = x * x;
-  float y = std::fma(7.0376836292E-2f, x, -1.1514610310E-1f);
-  y = std::fma(y, x, 1.1676998740E-1f);
-  y = std::fma(y, x, -1.2420140846E-1f);
-  y = std::fma(y, x, +1.4249322787E-1f);
-  y = std::fma(y, x, -1.6668057665E-1f);
-  y = std::fma(y, x, +2.0000714765E-1f);
-  y = std::fma(y, x, -2.4999993993E-1f);
-  y = std::fma(y, x, +3.3333331174E-1f);
-  y = y * x;
-  y = std::fma(y, z, e * -2.12194440e-4f);
-  y = std::fma(-z, 0.5f, y);
-  x = std::fma(e, 0.693359375f, x + y);
-  return invalid ? Bits(0xFFFFFFFFu) : x;  // (or_ps with an all-ones mask: a NaN)
+__m256 CephesLog8(__m256 x) {
+  const __m256 invalid = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OS);
+  x = _mm256_max_ps(x, SetBits(0x00800000u));  // the smallest normal float
+  __m256i e_int = _mm256_srli_epi32(_mm256_castps_si256(x), 23);
+  x = _mm256_or_ps(_mm256_and_ps(x, SetBits(~0x7f800000u)), Set(0.5f));  // mantissa in [0.5, 1)
+  e_int = _mm256_sub_epi32(e_int, _mm256_set1_epi32(0x7f));
+  __m256 e = _mm256_add_ps(_mm256_cvtepi32_ps(e_int), Set(1.0f));
+  const __m256 below = _mm256_cmp_ps(x, Set(0.707106781186547524f), _CMP_LT_OS);
+  const __m256 tmp = _mm256_and_ps(x, below);
+  x = _mm256_sub_ps(x, Set(1.0f));
+  e = _mm256_sub_ps(e, _mm256_and_ps(Set(1.0f), below));
+  x = _mm256_add_ps(x, tmp);
+  const __m256 z = _mm256_mul_ps(x, x);
+  __m256 y = _mm256_fmadd_ps(Set(7.0376836292E-2f), x, Set(-1.1514610310E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(1.1676998740E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(-1.2420140846E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(+1.4249322787E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(-1.6668057665E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(+2.0000714765E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(-2.4999993993E-1f));
+  y = _mm256_fmadd_ps(y, x, Set(+3.3333331174E-1f));
+  y = _mm256_mul_ps(y, x);
+  y = _mm256_fmadd_ps(y, z, _mm256_mul_ps(e, Set(-2.12194440e-4f)));
+  y = _mm256_fnmadd_ps(z, Set(0.5f), y);
+  x = _mm256_fmadd_ps(e, Set(0.693359375f), _mm256_add_ps(x, y));
+  return _mm256_or_ps(x, invalid);  // NaN where x <= 0
 }
 
-void CephesSinCos(float x, float* s, float* c) {
-  uint32_t sign_sin = BitsOf(x) & 0x80000000u;
-  x = Bits(BitsOf(x) & 0x7FFFFFFFu);
-  float y = x * 1.27323954473516f;  // 4 / π
-  int32_t j = static_cast<int32_t>(y);  // (cvttps: truncation)
-  j = (j + 1) & ~1;
-  y = static_cast<float>(j);
-  const uint32_t swap_sin = static_cast<uint32_t>(j & 4) << 29;
-  const bool first_poly_for_cos = (j & 2) == 0;
-  x = std::fma(y, -0.78515625f, x);  // extended-precision reduction by π/4 in three parts
-  x = std::fma(y, -2.4187564849853515625e-4f, x);
-  x = std::fma(y, -3.77489497744594108e-8f, x);
-  const uint32_t sign_cos = static_cast<uint32_t>(~(j - 2) & 4) << 29;
-  sign_sin ^= swap_sin;
-  const float z = x * x;
-  float yc = std::fma(2.443315711809948E-005f, z, -1.388731625493765E-003f);
-  yc = std::fma(yc, z, 4.166664568298827E-002f);
-  yc = yc * z;
-  yc = std::fma(yc, z, -(z * 0.5f));
-  yc = yc + 1.0f;
-  float ys = std::fma(-1.9515295891E-4f, z, 8.3321608736E-3f);
-  ys = std::fma(ys, z, -1.6666654611E-1f);
-  ys = ys * z;
-  ys = std::fma(ys, x, x);
-  // The masked select of avx_mathfun (and / andnot, then subtractions and additions with +0): kept as arithmetic
-  // so signed zeros come out as torch's.
-  const float ysin2 = first_poly_for_cos ? ys : 0.0f;
-  const float ysin1 = first_poly_for_cos ? 0.0f : yc;
-  ys = ys - ysin2;
-  yc = yc - ysin1;
-  *s = Bits(BitsOf(ysin1 + ysin2) ^ sign_sin);
-  *c = Bits(BitsOf(yc + ys) ^ sign_cos);
+void CephesSinCos8(__m256 x, __m256* s, __m256* c) {
+  __m256 sign_sin = _mm256_and_ps(x, SetBits(0x80000000u));
+  x = _mm256_and_ps(x, SetBits(0x7FFFFFFFu));
+  __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(x, Set(1.27323954473516f)));  // 4 / π
+  j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
+  const __m256 y = _mm256_cvtepi32_ps(j);
+  const __m256 swap_sin = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(j, _mm256_set1_epi32(4)), 29));
+  const __m256 first_poly_for_cos = _mm256_castsi256_ps(
+      _mm256_cmpeq_epi32(_mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_setzero_si256()));
+  x = _mm256_fmadd_ps(y, Set(-0.78515625f), x);  // extended-precision reduction by π/4 in three parts
+  x = _mm256_fmadd_ps(y, Set(-2.4187564849853515625e-4f), x);
+  x = _mm256_fmadd_ps(y, Set(-3.77489497744594108e-8f), x);
+  const __m256 sign_cos = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_andnot_si256(_mm256_sub_epi32(j, _mm256_set1_epi32(2)), _mm256_set1_epi32(4)), 29));
+  sign_sin = _mm256_xor_ps(sign_sin, swap_sin);
+  const __m256 z = _mm256_mul_ps(x, x);
+  __m256 yc = _mm256_fmadd_ps(Set(2.443315711809948E-005f), z, Set(-1.388731625493765E-003f));
+  yc = _mm256_fmadd_ps(yc, z, Set(4.166664568298827E-002f));
+  yc = _mm256_mul_ps(yc, z);
+  yc = _mm256_fmsub_ps(yc, z, _mm256_mul_ps(z, Set(0.5f)));
+  yc = _mm256_add_ps(yc, Set(1.0f));
+  __m256 ys = _mm256_fmadd_ps(Set(-1.9515295891E-4f), z, Set(8.3321608736E-3f));
+  ys = _mm256_fmadd_ps(ys, z, Set(-1.6666654611E-1f));
+  ys = _mm256_mul_ps(ys, z);
+  ys = _mm256_fmadd_ps(ys, x, x);
+  // avx_mathfun's select (and / andnot, then subtractions and additions with +0): signed zeros as torch's
+  const __m256 ysin2 = _mm256_and_ps(first_poly_for_cos, ys);
+  const __m256 ysin1 = _mm256_andnot_ps(first_poly_for_cos, yc);
+  ys = _mm256_sub_ps(ys, ysin2);
+  yc = _mm256_sub_ps(yc, ysin1);
+  *s = _mm256_xor_ps(_mm256_add_ps(ysin1, ysin2), sign_sin);
+  *c = _mm256_xor_ps(_mm256_add_ps(yc, ys), sign_cos);
 }
 
 // One block of 16: aten's NormalFill16 (8 Box-Muller pairs (1 - d[j], d[j + 8])).
 void Fill16Avx2(float* d, float mean, float std) {
-  const auto two_pi = static_cast<float>(kTwoPi);
-  for (int j = 0; j < 8; ++j) {
-    const float radius = std::sqrt(-2.0f * CephesLog(1.0f - d[j]));
-    float s, c;
-    CephesSinCos(two_pi * d[j + 8], &s, &c);
-    d[j] = std::fma(radius * c, std, mean);
-    d[j + 8] = std::fma(radius * s, std, mean);
-  }
+  const __m256 radius =
+      _mm256_sqrt_ps(_mm256_mul_ps(Set(-2.0f), CephesLog8(_mm256_sub_ps(Set(1.0f), _mm256_loadu_ps(d)))));
+  __m256 s, c;
+  CephesSinCos8(_mm256_mul_ps(Set(static_cast<float>(kTwoPi)), _mm256_loadu_ps(d + 8)), &s, &c);
+  _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(radius, c), Set(std), Set(mean)));
+  _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, s), Set(std), Set(mean)));
 }
 template <typename C>
 void Fill16Scalar(C* d, C mean, C std) {
