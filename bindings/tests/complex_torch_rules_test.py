@@ -58,5 +58,115 @@ def test_module_half_and_float_keep_complex_buffers_complex():
           atol=0)
 
 
+
+# ---- abs and its gradient -----------------------------------------------------------------------------------
+
+def test_abs_gradient_is_zero_where_the_value_is_zero():
+    # the composed sqrt(a² + b²) gave inf * 0 = NaN there, poisoning spectral losses of rfft(x).abs()
+    x = tessel.ones(4, requires_grad=True)
+    tessel.fft.rfft(x).abs().sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0, 1.0]  # torch's
+    x = tessel.tensor([1.0, 0, 1, 0], requires_grad=True)
+    tessel.fft.rfft(x).abs().mean().backward()
+    close(x.grad, [0.6666666865348816, 0.0, 0.6666666865348816, 0.0], rtol=1e-7)  # torch's
+    w = tessel.zeros(3, dtype=C64, requires_grad=True)
+    tessel.linalg.vector_norm(w).backward()
+    assert w.grad.tolist() == [0j, 0j, 0j]  # torch's
+    w = tessel.complex(tessel.tensor([0.0, 3.0]), tessel.tensor([0.0, -4.0])).detach().requires_grad_()
+    w.abs().sum().backward()
+    close(w.grad, [0j, 0.6000000238418579 - 0.800000011920929j])  # torch's
+
+
+def test_abs_keeps_float32_range_and_hypot_rules():
+    z = tessel.complex(tessel.tensor([3e20, 3e-25, float("inf"), 0.0]),
+                       tessel.tensor([4e20, 4e-25, float("nan"), -0.0]))
+    close(z.abs(), [5.000000100204387e+20, 5.000000097707407e-25, float("inf"), 0.0], rtol=0, atol=0)  # torch's
+
+
+# ---- real tensors with Python complex numbers ---------------------------------------------------------------
+
+def test_real_tensor_operators_take_python_complex_numbers():
+    t = tessel.tensor([1.0, 2.0])
+    cases = {  # torch's values, all complex64 but the float64 one (TypeError here: the operators took no complex)
+        "t*1j": (t * 1j, [1j, 2j]), "1j*t": (1j * t, [1j, 2j]), "t+1j": (t + 1j, [1 + 1j, 2 + 1j]),
+        "t/1j": (t / 1j, [-1j, -2j]), "1j/t": (1j / t, [1j, 0.5j]), "t-1j": (t - 1j, [1 - 1j, 2 - 1j]),
+        "1j-t": (1j - t, [-1 + 1j, -2 + 1j]), "mul": (tessel.mul(t, 1j), [1j, 2j]),
+        "add": (tessel.add(t, 2j), [1 + 2j, 2 + 2j]), "int": (tessel.tensor([1, 2]) * 1j, [1j, 2j]),
+        "exp": (tessel.exp(1j * t), [0.5403022766113281 + 0.8414709568023682j,
+                                     -0.416146844625473 + 0.9092974066734314j]),
+        "pow": (t ** 1j, [1 + 0j, 0.7692388892173767 + 0.6389612555503845j]),
+    }
+    for name, (got, want) in cases.items():
+        assert got.dtype == C64, name
+        close(got, want)
+    f64 = tessel.tensor([1.0, 2.0], dtype=tessel.float64) * (1 + 1j)
+    assert f64.dtype == tessel.complex128 and f64.tolist() == [1 + 1j, 2 + 2j]
+    # elementwise comparisons, bool tensors (t == 1j was the Python bool False)
+    assert (t == 1j).tolist() == [False, False] and (t != 1j).tolist() == [True, True]
+    assert (t == (2 + 0j)).tolist() == [False, True]
+
+
+# ---- angle, tan, conj_physical, the float-class tests ----------------------------------------------------------
+
+Z = [1.0 + 0.5j, 2.0 - 1.0j, -3.0 + 2.0j]
+
+
+def _z():
+    return tessel.complex(tessel.tensor([1.0, 2.0, -3.0]), tessel.tensor([0.5, -1.0, 2.0]))
+
+
+def test_angle_tan_and_conj_physical_of_complex_tensors():
+    z = _z()
+    close(tessel.angle(z), [0.46364760398864746, -0.46364760398864746, 2.5535900592803955])  # torch's
+    tan = tessel.tan(z)  # (both used the real part alone)
+    assert tan.dtype == C64
+    close(tan, [0.8068774342536926 + 1.0428307056427002j, -0.24345821142196655 - 1.1667362451553345j,
+                0.009884374216198921 + 0.965385913848877j])  # torch's
+    assert tessel.conj_physical(z).tolist() == [1 - 0.5j, 2 + 1j, -3 - 2j]  # torch's (it returned z unconjugated)
+
+
+def test_float_class_tests_of_complex_tensors():
+    nan, inf = float("nan"), float("inf")
+    w = tessel.complex(tessel.tensor([1.0, nan, inf, 0.0]), tessel.tensor([nan, 0.0, 0.0, inf]))
+    assert tessel.isinf(w).tolist() == [False, False, True, True]  # torch's (tessel's was isnan's answer)
+    assert tessel.isfinite(w).tolist() == [False, False, False, False]  # torch's
+    assert tessel.isnan(w).tolist() == [True, True, False, False]
+    real = tessel.complex(tessel.tensor([1.0, 2.0]), tessel.tensor([0.0, 1.0]))
+    assert tessel.isreal(real).tolist() == [True, False]  # torch's (always True here)
+    raises(TypeError, "isposinf does not support complex inputs.", tessel.isposinf, w)
+
+
+# ---- factories and complex tensors as Tensors --------------------------------------------------------------
+
+def test_like_factories_of_complex_tensors():
+    z = _z()  # (each raised AttributeError: 'ComplexTensor' object has no attribute 'is_distributed')
+    assert tessel.zeros_like(z).dtype == C64 and tessel.zeros_like(z).tolist() == [0j, 0j, 0j]
+    assert tessel.ones_like(z).tolist() == [1 + 0j, 1 + 0j, 1 + 0j]
+    assert tessel.full_like(z, 2j).tolist() == [2j, 2j, 2j]
+    assert tessel.empty_like(z).dtype == C64 and tuple(tessel.empty_like(z).shape) == (3,)
+    assert tessel.zeros_like(tessel.tensor([1.0, 2.0]), dtype=tessel.cfloat).tolist() == [0j, 0j]
+
+
+def test_complex_tensors_are_tensors_to_generic_code():
+    z = _z()
+    assert isinstance(z, tessel.Tensor) and tessel.is_tensor(z)  # torch's: True, True
+    copy = tessel.tensor(z)
+    assert copy.dtype == C64 and copy.tolist() == Z and copy._r is not z._r
+    assert tessel.as_tensor(z) is z and tessel.tensor(z, dtype=tessel.complex128).dtype == tessel.complex128
+    a = np.asarray(z)
+    assert a.dtype == np.complex64 and a.tolist() == Z  # (an object array)
+    assert tessel.allclose(z, z * (1 + 1e-7)) and not tessel.allclose(z, z * 1.001)  # torch's: True, False
+    nan, inf = float("nan"), float("inf")
+    w = tessel.complex(tessel.tensor([1.0, nan, inf, 0.0]), tessel.tensor([nan, 0.0, 0.0, inf]))
+    assert tessel.isclose(w, w).tolist() == [False, False, True, True]  # torch's
+    assert tessel.isclose(w, w, equal_nan=True).tolist() == [True, True, True, True]  # torch's
+    raises(RuntimeError, "ComplexFloat did not match Float", tessel.allclose, z, z.real)
+    tessel.testing.assert_close(z, z * (1 + 1e-7))
+    err = raises(AssertionError, "Tensor-likes are not close!", tessel.testing.assert_close, z, z * 1.001)
+    assert "Mismatched elements: 3 / 3 (100.0%)" in str(err)
+    assert "Greatest absolute difference: 0.00360581" in str(err) and "at index (2,) (up to 1e-05 allowed)" in str(err)
+    assert "Greatest relative difference: 0.00099907" in str(err)  # torch's: 0.0036058188..., 0.0009990750...
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
