@@ -605,8 +605,8 @@ class ComplexTensor:
         if d is None:  # torch multiplies by the divisor's reciprocal: a * (1 / c), rounded as its kernel
             inv = (1.0 / c) if isinstance(c, builtins.float) else c.reciprocal()
             return _from_parts(a * inv - b * 0.0, a * 0.0 + b * inv)
-        if isinstance(c, builtins.float):  # a complex number: times its reciprocal, as torch's scalar kernel
-            return self * (1.0 / builtins.complex(c, d))
+        if isinstance(c, builtins.float):  # a complex number: divided by as a tensor, as torch's kernel does
+            c, d = _C._full([], c, a.dtype), _C._full([], d, a.dtype)
         from ._complex_math import divide
         return _from_parts(*divide(a, b, c, d))
 

@@ -168,5 +168,101 @@ def test_complex_tensors_are_tensors_to_generic_code():
     assert "Greatest relative difference: 0.00099907" in str(err)  # torch's: 0.0036058188..., 0.0009990750...
 
 
+
+# ---- indexing, construction, copies -------------------------------------------------------------------------
+
+def test_indexing_with_masks_tensors_and_ellipsis():
+    a = tessel.complex(tessel.arange(6.0).view(2, 3), tessel.ones(2, 3))
+    assert a[a.real > 1].tolist() == [2 + 1j, 3 + 1j, 4 + 1j, 5 + 1j]  # torch's (a 2-d mask raised IndexError)
+    assert a[0, a[0].real > 0].tolist() == [1 + 1j, 2 + 1j]
+    assert a[..., 1].tolist() == [1 + 1j, 4 + 1j] and tuple(a[None, :, 1].shape) == (1, 2)
+    assert a[:, ::2].tolist() == [[1j, 2 + 1j], [3 + 1j, 5 + 1j]]
+    assert a[tessel.tensor([1, 0])].tolist() == [[3 + 1j, 4 + 1j, 5 + 1j], [1j, 1 + 1j, 2 + 1j]]  # torch's
+
+
+def test_complex_broadcasts_and_checks_dtypes_as_torch():
+    assert tessel.complex(tessel.tensor([1.0, 2.0]), tessel.tensor(3.0)).tolist() == [1 + 3j, 2 + 3j]  # torch's
+    raises(RuntimeError, "Expected object of scalar type Float but got scalar type Double for second argument",
+           tessel.complex, tessel.tensor([1.0, 2.0]), tessel.tensor([3.0, 4.0], dtype=tessel.float64))
+    raises(NotImplementedError, "Expected both inputs to be Half, Float or Double tensors but got Long and Long",
+           tessel.complex, tessel.tensor([1, 2]), tessel.tensor([3, 4]))
+
+
+def test_copy_and_load_state_dict_take_real_tensors():
+    z = _z()
+    z.copy_(tessel.ones(3))  # (ValueError: only one element tensors can be converted to Python scalars)
+    assert z.tolist() == [1 + 0j, 1 + 0j, 1 + 0j]  # torch's
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("fc", tessel.zeros(3, dtype=C64))
+    m = M()
+    m.load_state_dict({"fc": tessel.ones(3)})
+    assert m.fc.dtype == C64 and m.fc.tolist() == [1 + 0j, 1 + 0j, 1 + 0j]  # torch's
+
+
+def test_view_as_complex_and_view_as_real_checks_and_views():
+    raises(RuntimeError, "Tensor must have a stride divisible by 2 for all but last dimension",
+           tessel.view_as_complex, tessel.zeros(3, 3)[:, 1:])
+    raises(RuntimeError, "Tensor must have a storage_offset divisible by 2", tessel.view_as_complex,
+           tessel.zeros(7)[1:].view(3, 2))
+    raises(TypeError, "view_as_complex is not supported for complex tensors", tessel.view_as_complex, _z())
+    raises(TypeError, "view_as_real is only supported for complex tensors", tessel.view_as_real, tessel.ones(2))
+    raises(NotImplementedError, "view_as_complex is only supported for half, float and double tensors, but got a "
+           "tensor of scalar type: Long", tessel.view_as_complex, tessel.ones(2, 2, dtype=tessel.int64))
+    raises(RuntimeError, "Input tensor must have one or more dimensions", tessel.view_as_complex, tessel.tensor(1.0))
+    x = tessel.ones(3, 2)
+    r = tessel.view_as_real(tessel.view_as_complex(x))
+    assert r is not x and r.grad_fn is None  # torch's: a new view (it was x itself)
+    r[0, 1] = 5.0
+    assert x[0, 1].item() == 5.0
+    z = _z()
+    assert isinstance(z.shape, tessel.Size) and z.shape.numel() == 3 and z.size() == (3,)  # torch's Size
+
+
+def test_statistics_of_complex_tensors_keep_the_imaginary_part():
+    z4 = tessel.complex(tessel.tensor([1.0, 2.0, -3.0, 0.5]), tessel.tensor([0.5, -1.0, 2.0, 0.25]))
+    (g,) = tessel.gradient(z4)  # (each cast to float32 and dropped the imaginary parts)
+    assert g.dtype == C64 and g.tolist() == [1 - 1.5j, -2 + 0.75j, -0.75 + 0.625j, 3.5 - 1.75j]  # torch's
+    assert tessel.gradient(z4, spacing=2.0)[0].tolist() == [0.5 - 0.75j, -1 + 0.375j, -0.375 + 0.3125j,
+                                                           1.75 - 0.875j]  # torch's
+    close(tessel.cov(z4), 6.2447919845581055 + 0j)  # torch's
+    close(tessel.corrcoef(z4), 1 + 0j)
+    zz = tessel.stack([z4, z4 * 1j + 1])
+    close(tessel.cov(zz), [[6.2447919845581055 + 0j, -6.2447919845581055j],
+                           [6.2447919845581055j, 6.2447919845581055 + 0j]])  # torch's: the adjoint's product
+    close(tessel.corrcoef(zz), [[1 + 0j, -1j], [1j, 1 + 0j]])
+    close(tessel.cov(zz, correction=0), [[4.68359375 + 0j, -4.68359375j], [4.68359375j, 4.68359375 + 0j]])
+
+
+# ---- numeric range and signed zeros --------------------------------------------------------------------------
+
+def test_division_keeps_range_and_torchs_zero_divisor():
+    big = tessel.complex(tessel.tensor([1e30, 1e-30]), tessel.tensor([1e30, 1e-30]))
+    assert (big / big).tolist() == [1 + 0j, 1 + 0j]  # torch's (the 1 / |b|² form gave nan+nanj)
+    zero = tessel.complex(tessel.tensor(0.0), tessel.tensor(0.0))
+    assert str((_z() / zero).tolist()) == "[(inf+infj), (inf-infj), (-inf+infj)]"  # torch's
+    z = _z()
+    assert (z / tessel.tensor([3.0, 7.0, 11.0])).tolist() == [
+        0.3333333432674408 + 0.1666666716337204j, 0.2857142984867096 - 0.1428571492433548j,
+        -0.27272728085517883 + 0.1818181872367859j]  # torch's, to the bit (a times the divisor's reciprocal)
+    assert (z / (1 + 2j)).tolist() == [0.4000000059604645 - 0.30000001192092896j, -1j,
+                                       0.20000000298023224 + 1.600000023841858j]  # torch's
+    close(3.0 / z, [2.4000000953674316 - 1.2000000476837158j, 1.2000000476837158 + 0.6000000238418579j,
+                    -0.6923076510429382 - 0.4615384340286255j])  # torch's
+    close(tessel.tensor([3.0, 7.0, 11.0]) / z, [2.4000000953674316 - 1.2000000476837158j,
+                                              2.799999952316284 + 1.399999976158142j,
+                                              -2.538461446762085 - 1.6923075914382935j])  # torch's
+
+
+def test_real_times_complex_keeps_torchs_signed_zeros():
+    one = tessel.complex(tessel.tensor([1.0]), tessel.tensor([0.0]))
+    assert (tessel.tensor([-2.0]) * one).angle().item() == 3.1415927410125732  # torch's (-pi here: -0.0 imag)
+    both = tessel.complex(tessel.tensor([1.0, -1.0]), tessel.tensor([0.0, 0.0]))
+    parts = tessel.view_as_real(tessel.tensor([-2.0, -2.0]) * both).tolist()
+    assert parts == [[-2.0, 0.0], [2.0, -0.0]] and [np.signbit(p[1]) for p in parts] == [False, True]  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
