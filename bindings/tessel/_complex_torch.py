@@ -2,11 +2,12 @@
 Tensor's operators given a Python complex number (t * 1j, 1j * t, t == 1j: the real tensor promoted to torch's
 result type, then the complex operator).
 
-install() runs last in tessel/__init__.py, after every other module has placed its functions, and wraps them:
-a function whose first argument is a ComplexTensor calls the complex implementation (most are ComplexTensor's
-methods of the same name), and the functions whose fast paths are C++ calls that refuse a ComplexTensor (cat,
+install() runs last in tessel/__init__.py, after every other module has placed its functions, and wraps those
+that need it: most of tessel's functions already call their first argument's method (tessel.exp, sum, reshape,
+...), which ComplexTensor has; the others check for a ComplexTensor first (angle, tan, isinf, prod, ...: they
+computed on the real part or raised), and those whose fast paths are C++ calls that refuse a ComplexTensor (cat,
 stack, matmul, where, einsum) try that first and turn to the complex implementation only when it raised, so real
-tensors pay no check.
+tensors pay no check there.
 """
 import functools
 import numbers
@@ -82,27 +83,16 @@ def _refused(message):
     return refuse
 
 
-# torch.<name>(z, ...) for a ComplexTensor z: its method, or the function given here
+# torch.<name>(z, ...) for a ComplexTensor z, where tessel's function does not already call z's method (exp, sum,
+# reshape, ... do): its method, or the function given here
 _BY_FIRST = dict(
     {n: _method(n) for n in (
-        "abs absolute angle conj conj_physical resolve_conj resolve_neg exp log log10 log2 sqrt rsqrt pow sin cos tan "
-        "sinh cosh tanh sigmoid reciprocal sgn square isinf isfinite isnan isreal isposinf isneginf sum mean prod "
-        "cumsum cumprod var std mm bmm dot vdot outer ger masked_fill flatten unflatten reshape transpose "
-        "swapaxes swapdims permute movedim moveaxis unsqueeze squeeze chunk split unbind narrow select flip roll "
-        "tril triu diag diagonal gather index_select clone detach t adjoint neg negative add sub "
-        "subtract mul multiply div divide true_divide numel").split()},
-    is_conj=lambda input: False, is_floating_point=lambda input: False, isclose=isclose, allclose=allclose,
+        "angle conj_physical log10 log2 pow tan sinh cosh reciprocal sgn isinf isfinite isreal isposinf isneginf "
+        "prod cumsum cumprod diag diagonal index_select adjoint vdot").split()},
+    isclose=isclose, allclose=allclose,
     as_tensor=lambda data, dtype=None, device=None: data if dtype in (None, data.dtype) else data.to(dtype),
-    tensor=lambda data, dtype=None, device=None, requires_grad=False: data.detach().clone().to(
-        dtype or data.dtype).requires_grad_(requires_grad),
-    dist=lambda input, other, p=2: _vector_norm(input - other, p), ldexp=lambda input, other: input * 2.0 ** other,
     isin=_refused("Unsupported input type encountered for isin(): ComplexFloat"),
     **{n: _refused("%s is not supported for complex tensors." % n) for n in ("deg2rad", "rad2deg")})
-
-
-def _vector_norm(x, p):
-    from .linalg import vector_norm
-    return vector_norm(x, p)
 
 
 def _truth(x):
@@ -173,11 +163,7 @@ def _where(condition, input=None, other=None):
 _ON_FAILURE = dict(
     cat=(_joined(_complex_ops.cat), _first_list), concat=(_joined(_complex_ops.cat), _first_list),
     concatenate=(_joined(_complex_ops.cat), _first_list), stack=(_joined(_complex_ops.stack), _first_list),
-    matmul=(_complex_ops.matmul, _any_arg), where=(_where, _any_arg), einsum=(_complex_ops.einsum, _einsum_args),
-    add=(lambda input, other, alpha=1: input + (other * alpha if alpha != 1 else other), _any_arg),
-    sub=(lambda input, other, alpha=1: input - (other * alpha if alpha != 1 else other), _any_arg),
-    mm=(_complex_ops.mm, _any_arg), bmm=(_complex_ops.bmm, _any_arg), dot=(_complex_ops.dot, _any_arg),
-    vdot=(_complex_ops.vdot, _any_arg), outer=(_complex_ops.outer, _any_arg))
+    matmul=(_complex_ops.matmul, _any_arg), where=(_where, _any_arg), einsum=(_complex_ops.einsum, _einsum_args))
 
 
 def _matmul_operator(method):

@@ -265,6 +265,23 @@ def test_real_times_complex_keeps_torchs_signed_zeros():
 
 
 
+def test_logical_ops_and_the_functions_torch_refuses_for_complex():
+    z = _z()
+    zero = tessel.complex(tessel.tensor([0.0, 1.0]), tessel.tensor([0.0, 0.0]))
+    assert tessel.logical_and(z, z).tolist() == [True, True, True]  # torch's (z itself came back)
+    assert tessel.logical_xor(z, z).tolist() == [False, False, False]  # torch's (all True)
+    assert tessel.logical_not(zero).tolist() == [True, False]
+    assert tessel.logical_or(zero, tessel.zeros(2)).tolist() == [False, True]
+    close(tessel.dist(z, z * 2, 1), 6.959653377532959)  # torch's
+    close(tessel.dist(z, z * 2), 4.387482166290283)
+    assert tessel.ldexp(z, tessel.tensor([1, 2, 3])).tolist() == [2 + 1j, 8 - 4j, -24 + 16j]
+    raises(NotImplementedError, "Unsupported input type encountered for isin(): ComplexFloat", tessel.isin, z, z)
+    raises(NotImplementedError, "deg2rad is not supported for complex tensors.", tessel.deg2rad, z)
+    raises(NotImplementedError, "rad2deg is not supported for complex tensors.", tessel.rad2deg, z)
+    raises(NotImplementedError, "\"lt_cpu\" not implemented for 'ComplexFloat'", lambda: z < z)
+    assert z.to(tessel.bool).tolist() == [True, True, True]
+
+
 # ---- the operations that were missing ---------------------------------------------------------------------------
 
 def _m():
