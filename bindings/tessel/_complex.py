@@ -222,7 +222,8 @@ class ComplexTensor:
         """As torch's: a complex output needs its gradient (the real view's backward with the gradient's parts is
         torch's vector-Jacobian product for the conjugate-Wirtinger convention)."""
         if gradient is None:
-            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+            from .autograd import _implicit_complex_seed
+            _implicit_complex_seed(self._r)
         self._r.backward(_parts(gradient, self._r.dtype), retain_graph, create_graph, inputs)
 
     def is_complex(self):

@@ -441,6 +441,24 @@ def test_gradients_follow_torchs_conjugate_wirtinger_convention():
           [0j, -0.9486833214759827 + 0.3162277638912201j, 0j])
 
 
+def test_autograd_grad_and_backward_with_complex_tensors():
+    z = _z().requires_grad_()
+    w = tessel.complex(tessel.tensor([0.3, -1.2, 0.7]), tessel.tensor([0.8, 0.4, -1.1]))
+    (g,) = tessel.autograd.grad((z * w).abs().sum(), z)  # (pybind's TypeError; grad(y, z) iterated z's elements)
+    close(g, [0.7641989588737488 + 0.3820994794368744j, 1.1313709020614624 - 0.5656854510307312j,
+              -1.0848608016967773 + 0.7232406139373779j])  # torch's
+    seed = tessel.complex(tessel.ones(3), tessel.tensor([1.0, 0.0, -1.0]))
+    (g,) = tessel.autograd.grad(z * w, z, grad_outputs=seed)
+    close(g, [1.100000023841858 - 0.5j, -1.2000000476837158 - 0.4000000059604645j,
+              1.7999999523162842 + 0.40000003576278687j])  # torch's
+    raises(RuntimeError, "grad can be implicitly created only for scalar outputs", tessel.autograd.grad, z * w, z)
+    (z * w).sum().backward(tessel.complex(tessel.tensor(1.0), tessel.tensor(2.0)))
+    close(z.grad, [1.9000000953674316 - 0.19999998807907104j, -0.40000003576278687 - 2.8000001907348633j,
+                   -1.5 + 2.5j])  # torch's
+    raises(RuntimeError, "grad can be implicitly created only for real scalar outputs but got",
+           lambda: (z * w).sum().backward())
+
+
 def test_joins_shape_ops_and_masked_writes():
     z, m = _z(), _m()
     assert tessel.cat([z, z[:1]]).tolist() == [1 + 0.5j, 2 - 1j, -3 + 2j, 1 + 0.5j]  # torch's
