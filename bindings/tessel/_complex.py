@@ -100,6 +100,7 @@ class ComplexTensor:
 
     __slots__ = ("_r", "__weakref__")
     is_distributed = is_sparse = is_quantized = is_meta = is_cuda = is_mps = is_nested = False
+    __array_priority__ = 1000  # numpy defers: ndarray * z and np.float64 * z are tensors, as Tensor's
 
     def __init__(self, real_view):
         self._r = real_view

@@ -155,6 +155,8 @@ def test_complex_tensors_are_tensors_to_generic_code():
     assert tessel.as_tensor(z) is z and tessel.tensor(z, dtype=tessel.complex128).dtype == tessel.complex128
     a = np.asarray(z)
     assert a.dtype == np.complex64 and a.tolist() == Z  # (an object array)
+    scaled = np.float64(2.0) * z  # numpy defers to the tensor (an ndarray came back)
+    assert isinstance(scaled, tessel.Tensor) and scaled.tolist() == [2 + 1j, 4 - 2j, -6 + 4j]  # torch's
     assert tessel.allclose(z, z * (1 + 1e-7)) and not tessel.allclose(z, z * 1.001)  # torch's: True, False
     nan, inf = float("nan"), float("inf")
     w = tessel.complex(tessel.tensor([1.0, nan, inf, 0.0]), tessel.tensor([nan, 0.0, 0.0, inf]))
