@@ -694,6 +694,8 @@ globals().update(_foreach.functions())
 _C._get_tracing_state = lambda: None  # torch._C._get_tracing_state(): nothing traces here
 from . import _torch_paths  # noqa: E402 (torch.backends.cudnn, nn.parameter, fsdp._fully_shard, torch._check, ...)
 _torch_paths.install(globals())
+from . import _complex_torch  # noqa: E402 (last: wraps what the others installed for complex arguments)
+_complex_torch.install(globals())
 
 
 def __getattr__(name):

@@ -45,6 +45,10 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
     per dim. Composed of narrow and arithmetic, so it is differentiable and works on DTensors."""
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    if input.dtype.is_complex:  # linear in the values (the spacing is real): the parts' gradients, joined
+        from ._complex import complex as joined
+        parts = [gradient(p, spacing=spacing, dim=dim, edge_order=edge_order) for p in (input.real, input.imag)]
+        return tuple(joined(re, im) for re, im in zip(*parts))
     x = input if input.dtype.is_floating_point else input.to(_dtypes.default_float())
     dims = list(range(x.ndim)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
     from ._tensor import wrap_dim

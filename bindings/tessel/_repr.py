@@ -112,6 +112,20 @@ class _Formatter:
         return text.rjust(self.width)
 
 
+class _ComplexFormatter:
+    """torch's pair of formatters for a complex tensor: the real parts and the imaginary parts each decide their own
+    mode and width; an element prints as real, its imaginary part's sign (+ unless negative) and the part, j."""
+
+    def __init__(self, values):
+        self.re, self.im = _Formatter(values.real, True), _Formatter(values.imag, True)
+        self.width = self.re.width + self.im.width + 1  # (torch's element length: both widths, "j", ", ")
+
+    def format(self, v):
+        v = complex(v)
+        imag = (self.im.format(v.imag) + "j").lstrip()
+        return self.re.format(v.real) + (imag if imag[0] in "+-" else "+" + imag)
+
+
 def _summarized(a):
     """The elements a summarized print shows: edgeitems per edge of every dimension."""
     e = _OPTS.edgeitems
@@ -171,8 +185,11 @@ def _with_suffixes(body, suffixes, indent):
 
 
 def _default_dtypes():
-    """The dtypes a repr leaves unnamed, as torch: the default float dtype (set_default_dtype), int64, bool."""
-    return (_C._get_default_dtype(), _C.dtype.int64, _C.dtype.bool)
+    """The dtypes a repr leaves unnamed, as torch: the default float dtype (set_default_dtype), its complex dtype,
+    int64, bool."""
+    from ._complex import _OF_REAL
+    default = _C._get_default_dtype()
+    return (default, _OF_REAL.get(default), _C.dtype.int64, _C.dtype.bool)
 
 
 def _local_repr(t, prefix="tensor("):
@@ -195,7 +212,8 @@ def _local_repr(t, prefix="tensor("):
             suffixes.append("dtype=%r" % (t.dtype,))
         a = _host_values(t)
         summarize = a.size > _OPTS.threshold
-        fmt = _Formatter(_summarized(a) if summarize else a, t.dtype.is_floating_point)
+        shown = _summarized(a) if summarize else a
+        fmt = _ComplexFormatter(shown) if a.dtype.kind == "c" else _Formatter(shown, t.dtype.is_floating_point)
         body = _nested(a, indent, summarize, fmt)
     node = t.grad_fn
     if node is not None:

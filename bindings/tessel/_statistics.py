@@ -29,7 +29,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         raise ValueError("cov(): expected input to have two or fewer dimensions but got an input with %d dimensions"
                          % input.dim())
     x = input if input.dim() == 2 else input.reshape(1, -1)
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):  # (a complex one keeps its imaginary part)
         x = x.to(_dtypes.float32)
     n = x.shape[1]
     w = None
@@ -38,14 +38,15 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if aweights is not None:
         w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
     xc = x - (x.mean(1, True) if w is None else (x * w).sum(1, True) / w.sum())
+    xt = xc.transpose(0, 1).conj() if x.dtype.is_complex else xc.transpose(0, 1)  # (torch's: the adjoint)
     if w is None:
-        out = xc.matmul(xc.transpose(0, 1)) / builtins.max(_float(n) - correction, 0.0)  # <= 0: inf / NaN, as torch
+        out = xc.matmul(xt) / builtins.max(_float(n) - correction, 0.0)  # <= 0: inf / NaN, as torch
     else:  # the normalization a tensor of the weights, so their gradient has its part (it was a constant)
         w_sum = w.sum()
         norm = w_sum - correction if aweights is None or correction == 0 else \
             w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum  # numpy's / torch's rule for aweights
         norm = _C._functional.where(norm <= 0, _C._full([], 0.0, norm.dtype), norm)
-        out = (xc * w).matmul(xc.transpose(0, 1)) / norm
+        out = (xc * w).matmul(xt) / norm
     return out.squeeze() if input.dim() < 2 else out
 
 
@@ -54,6 +55,11 @@ def corrcoef(input):
     c = cov(input)
     if c.dim() == 0:
         return c / c
+    if c.dtype.is_complex:  # torch's: the real diagonal's roots, each part clipped
+        from ._complex import complex as joined
+        d = c.diagonal().real.sqrt()
+        c = c / d.unsqueeze(1) / d.unsqueeze(0)
+        return joined(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
     d = c.diagonal().sqrt()
     return (c / d.unsqueeze(1) / d.unsqueeze(0)).clamp(-1, 1)
 

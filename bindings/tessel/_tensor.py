@@ -201,6 +201,10 @@ def rand(*size_args, size=None, generator=None, dtype=None, device=None, require
     size = _size_arg(size_args, size, 'rand')
     if dtype is None and device is None:  # fast path: no dtype to check, no device context
         return _finish(_C._rand(_shape(size), generator, _default_float()), requires_grad)
+    if getattr(dtype, "is_complex", False) is True:  # (tessel/_complex_ops.py: torch's draws of the real view)
+        from ._complex_ops import random
+        check_cpu(device, "rand")
+        return random("rand", _shape(size), generator, dtype, requires_grad)
     _float_draw(dtype, "check_uniform_bounds")
     with factory_device(device, "rand"):  # "meta": built without writing values
         return _finish(_C._rand(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
@@ -210,6 +214,10 @@ def randn(*size_args, size=None, generator=None, dtype=None, device=None, requir
     size = _size_arg(size_args, size, 'randn')
     if dtype is None and device is None:  # fast path: no dtype to check, no device context
         return _finish(_C._randn(_shape(size), generator, _default_float()), requires_grad)
+    if getattr(dtype, "is_complex", False) is True:  # (tessel/_complex_ops.py: torch's draws of the real view)
+        from ._complex_ops import random
+        check_cpu(device, "randn")
+        return random("randn", _shape(size), generator, dtype, requires_grad)
     _float_draw(dtype, "normal_kernel_cpu")
     with factory_device(device, "randn"):  # "meta": built without writing values
         return _finish(_C._randn(_shape(size), generator, dtype or _dtypes.default_float()), requires_grad)
@@ -236,6 +244,9 @@ def host_rng(generator=None):
 def from_numpy(array):
     """A tessel Tensor holding a copy of the numpy array (tessel owns its memory: its allocator counts
     every byte in a ledger, so it never aliases numpy's buffer)."""
+    if getattr(array, "dtype", None) is not None and array.dtype.kind == "c":
+        from ._complex import from_numpy as complex_from_numpy
+        return complex_from_numpy(array)
     return _C._from_numpy(array)
 
 

@@ -18,7 +18,8 @@ from . import _C
 
 
 def _seq(x):
-    return [x] if isinstance(x, _C.Tensor) else list(x)
+    from ._complex import ComplexTensor
+    return [x] if isinstance(x, (_C.Tensor, ComplexTensor)) else list(x)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -31,6 +32,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     seeds = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
     if len(seeds) != len(outputs):
         raise ValueError("grad_outputs has %d entries for %d outputs" % (len(seeds), len(outputs)))
+    (outputs, complex_outputs), (inputs, complex_inputs) = _real_views(outputs), _real_views(inputs)
+    for o, c, s in zip(outputs, complex_outputs, seeds):
+        if c and s is None:
+            _implicit_complex_seed(o)
+    seeds = _real_views(seeds)[0]
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and not allow_unused:
@@ -46,7 +52,27 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         from ._tensor import zeros_like
         result = [g if g is not None else zeros_like(x, requires_grad=bool(create_graph))  # (torch's)
                   for g, x in zip(result, inputs)]
+    if any(complex_inputs):
+        from ._complex import ComplexTensor
+        result = [ComplexTensor(g) if c and g is not None else g for g, c in zip(result, complex_inputs)]
     return tuple(result)
+
+
+def _implicit_complex_seed(real_view):
+    """torch's errors for a complex output without its gradient (real_view: its parts, [..., 2])."""
+    if real_view.numel() != 2:
+        raise RuntimeError("grad can be implicitly created only for scalar outputs")
+    from ._complex import _OF_REAL
+    raise RuntimeError("grad can be implicitly created only for real scalar outputs but got %s"
+                       % _OF_REAL[real_view.dtype])
+
+
+def _real_views(values):
+    """Complex tensors (tessel/_complex.py) as their real views [..., 2], which C++'s autograd differentiates (their
+    gradients are torch's conjugate-Wirtinger ones, dL/da + i dL/db), and which of them were complex."""
+    from ._complex import ComplexTensor
+    flags = [type(v) is ComplexTensor for v in values]
+    return [v._r if c else v for v, c in zip(values, flags)], flags
 
 
 def _batched_grad(outputs, inputs, seeds, retain_graph, allow_unused, create_graph):

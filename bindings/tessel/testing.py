@@ -14,10 +14,12 @@ import math
 import numpy as np
 
 from . import _C, _dtypes
+from ._complex import ComplexTensor, complex64, complex128
 
 # torch.testing's defaults: (rtol, atol) by dtype.
 _DEFAULT_TOLERANCES = {_dtypes.float16: (1e-3, 1e-5), _dtypes.bfloat16: (1.6e-2, 1e-5),
-                       _dtypes.float32: (1.3e-6, 1e-5), _dtypes.float64: (1e-7, 1e-7)}
+                       _dtypes.float32: (1.3e-6, 1e-5), _dtypes.float64: (1e-7, 1e-7),
+                       complex64: (1.3e-6, 1e-5), complex128: (1e-7, 1e-7)}
 
 
 def _fail(msg, default):
@@ -37,6 +39,8 @@ def _host(t):
     t = t.full_tensor() if t.is_distributed else t
     if t.dtype in (_dtypes.bfloat16, _dtypes.float16):
         t = t.float()
+    if t.dtype.is_complex:
+        return t.detach().numpy().astype(np.complex128)
     return t.detach().numpy().astype(np.float64 if t.dtype.is_floating_point else np.int64
                                      if t.dtype != _dtypes.bool else np.bool_)
 
@@ -48,15 +52,17 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, msg):
     if check_dtype and actual.dtype != expected.dtype:
         _fail(msg, "The values for attribute 'dtype' do not match: %s != %s." % (actual.dtype, expected.dtype))
     rtol, atol = _tolerances(actual.dtype if actual.dtype == expected.dtype else _dtypes.float64, rtol, atol)
-    wide = _dtypes.float64 in (actual.dtype, expected.dtype)  # torch compares in the wider dtype, else float32
-    a, e = (_host(t).astype(np.float64 if wide else np.float32) for t in (actual, expected))
+    wide = any(d in (_dtypes.float64, complex128) for d in (actual.dtype, expected.dtype))  # torch compares in
+    complex_ = actual.dtype.is_complex or expected.dtype.is_complex  # the wider dtype, else in float32
+    a, e = (_host(t).astype((np.complex128 if wide else np.complex64) if complex_ else np.float64 if wide
+                            else np.float32) for t in (actual, expected))
     close = np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
     if close.all():
         return
     diff = np.where(close, 0, np.abs(a - e))
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(close, 0, diff / np.abs(e))
-    integral = not actual.dtype.is_floating_point and not expected.dtype.is_floating_point
+    integral = not any(d.is_floating_point or d.is_complex for d in (actual.dtype, expected.dtype))
     exact = rtol == 0 and atol == 0
     allowed = lambda tol: "" if exact else " (up to %s allowed)" % _num(tol)  # noqa: E731
     bad = int((~close).sum())
@@ -101,7 +107,7 @@ def _compare_numbers(actual, expected, rtol, atol, equal_nan, msg):
 
 def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=None, equal_nan=False,
                  check_device=True, check_dtype=True, check_layout=True, check_stride=False, msg=None):
-    if isinstance(actual, _C.Tensor) and isinstance(expected, _C.Tensor):
+    if isinstance(actual, (_C.Tensor, ComplexTensor)) and isinstance(expected, (_C.Tensor, ComplexTensor)):
         return _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, msg)
     numbers = (int, float, bool, np.number)
     if isinstance(actual, numbers) and isinstance(expected, numbers):

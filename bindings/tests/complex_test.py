@@ -166,14 +166,13 @@ def test_complex_factories_and_errors():
         tessel.view_as_complex(tessel.zeros(3, 3))
     with pytest.raises(RuntimeError, match="last dimension with stride 1"):
         tessel.view_as_complex(tessel.zeros(2, 3).t())
-    with pytest.raises(RuntimeError, match="only supported for float and double"):
+    with pytest.raises(NotImplementedError, match="only supported for half, float and double"):  # torch's types
         tessel.view_as_complex(tessel.zeros(3, 2, dtype=tessel.bfloat16))
-    with pytest.raises(RuntimeError, match="only supported for complex tensors"):
+    with pytest.raises(TypeError, match="only supported for complex tensors"):
         tessel.view_as_real(tessel.zeros(3, 2))
     with pytest.raises(AttributeError, match="no attribute 'softmax'.*rotary embeddings"):
         z.softmax(-1)
-    with pytest.raises(NotImplementedError, match="to\\(tessel.bool\\)"):
-        z.to(tessel.bool)
+    assert z.to(tessel.bool).tolist() == [[False] * 3] * 2  # torch's: where nonzero
 
 
 def _np_pow(a, b):

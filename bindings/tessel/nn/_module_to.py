@@ -22,6 +22,20 @@ def _module_to(self, *args, **kwargs):
         _to_memory_format(self, memory_format)
     if dtype is None:
         return self
+    return _cast_floating(self, dtype, complex_to_real=True)
+
+
+def _module_cast(dtype):
+    """Module.float / double / half / bfloat16: torch casts only the tensors whose is_floating_point() is true,
+    so a complex buffer (a rotary table) stays complex, unlike under Module.to(dtype)."""
+    def cast(self):
+        return _cast_floating(self, dtype, complex_to_real=False)
+    cast.__name__ = {_dtypes.float32: "float", _dtypes.float64: "double", _dtypes.float16: "half",
+                     _dtypes.bfloat16: "bfloat16"}[dtype]
+    return cast
+
+
+def _cast_floating(self, dtype, complex_to_real):
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
     if dtype not in floating:
         raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
@@ -41,7 +55,8 @@ def _module_to(self, *args, **kwargs):
                 if persistent is None:
                     persistent = _persistent_buffer_names(m)
                 m.register_buffer(name, b.to(dtype), persistent=name in persistent)
-        _complex_buffers_to_real(m, dtype)
+        if complex_to_real:
+            _complex_buffers_to_real(m, dtype)
     # Every name of a shared (tied) parameter gets the same cast tensor, and its .grad is cast too.
     casts = {}
     for name, p in list(self.named_parameters(remove_duplicate=False)):

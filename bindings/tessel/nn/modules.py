@@ -796,7 +796,7 @@ from ._module_hooks import (_ensure_global_backward_proxies, _forward_hook_metho
                             install_hook_dicts, note_output_layout,
                             register_module_backward_hook, register_module_full_backward_hook,  # noqa: F401
                             register_module_full_backward_pre_hook)
-from ._module_to import _module_cuda, _module_to, _module_type, _to_empty  # noqa: E402
+from ._module_to import _module_cast, _module_cuda, _module_to, _module_type, _to_empty  # noqa: E402
 
 _METHODS = dict(
     __setattr__=_setattr, __delattr__=_delattr, __getattr__=_getattr, __call__=_call, __repr__=_repr,
@@ -808,8 +808,8 @@ _METHODS = dict(
     eval=eval, zero_grad=zero_grad,
     requires_grad_=requires_grad_, apply=apply, to=_module_to, cpu=lambda self: self, cuda=_module_cuda,
     to_empty=_to_empty,
-    float=lambda self: _module_to(self, _dtypes.float32), double=lambda self: _module_to(self, _dtypes.float64),
-    half=lambda self: _module_to(self, _dtypes.float16), bfloat16=lambda self: _module_to(self, _dtypes.bfloat16),
+    float=_module_cast(_dtypes.float32), double=_module_cast(_dtypes.float64), half=_module_cast(_dtypes.float16),
+    bfloat16=_module_cast(_dtypes.bfloat16),
     register_parameter=register_parameter, add_module=add_module,
     register_module=add_module, get_parameter=get_parameter, extra_repr=extra_repr, register_buffer=register_buffer,
     get_buffer=get_buffer, set_submodule=set_submodule, get_submodule=get_submodule, type=_module_type,
