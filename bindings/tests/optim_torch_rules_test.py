@@ -110,5 +110,43 @@ def test_zero_grad_and_state_reach_an_appended_parameter():
     assert b.grad is None
 
 
+# ---- 2. ReduceLROnPlateau and groups added later ----
+
+def _plateau_with_a_group_added(**kwargs):
+    w, b = t([1.0], True), t([1.0], True)
+    opt = O.SGD([w], lr=1.0)
+    sched = S.ReduceLROnPlateau(opt, patience=0, **kwargs)
+    opt.add_param_group({"params": [b], "lr": 0.5})
+    return opt, sched
+
+
+def test_reduce_lr_on_plateau_reduces_a_group_added_later():
+    opt, sched = _plateau_with_a_group_added()
+    sched.step(1.0)
+    sched.step(2.0)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.1, 0.05])  # torch's
+    assert sched.min_lrs == [0, 0]
+
+
+def test_reduce_lr_on_plateau_with_a_min_lr_list_refuses_a_group_added_later():
+    opt, sched = _plateau_with_a_group_added(min_lr=[0.0])
+    sched.step(1.0)
+    with pytest.raises(RuntimeError, match=r"The number of param groups in the `optimizer` \(2\) differs from when "
+                       r"`ReduceLROnPlateau` was initialized \(1\)"):  # torch's
+        sched.step(2.0)
+
+
+def test_reduce_lr_on_plateau_state_dict_is_torchs():
+    w = t([1.0], True)
+    sd = S.ReduceLROnPlateau(O.SGD([w], lr=1.0), mode="max", min_lr=0.01).state_dict()
+    # torch's keys, in its order, and values
+    assert list(sd) == ["factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch", "_last_lr",
+                        "mode_worse", "mode", "threshold", "threshold_mode", "best", "cooldown_counter",
+                        "num_bad_epochs"]
+    assert sd["default_min_lr"] == 0.01 and sd["min_lrs"] == [0.01] and sd["mode_worse"] == -float("inf")
+    sd = S.ReduceLROnPlateau(O.SGD([w], lr=1.0), min_lr=[0.2]).state_dict()
+    assert sd["default_min_lr"] is None and sd["mode_worse"] == float("inf") and sd["best"] == float("inf")
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -647,35 +647,49 @@ class ChainedScheduler(LRScheduler):
 
 class ReduceLROnPlateau(LRScheduler):
     """torch's ReduceLROnPlateau: lr × factor once the metric has not improved (by threshold, rel or abs)
-    for more than `patience` steps, then `cooldown` steps of rest; never below min_lr."""
+    for more than `patience` steps, then `cooldown` steps of rest; never below min_lr. A group added to the
+    optimizer later takes a min_lr given as one number (default_min_lr); with a list, torch's RuntimeError.
+    Its attributes (the state dict) are torch's, in torch's order."""
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
                  cooldown=0, min_lr=0, eps=1e-8):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
+        self.factor = factor
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError("expected %d min_lrs, got %d" % (n, len(min_lr)))
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self._last_lr = self._lrs()
+        self._init_is_better(mode, threshold, threshold_mode)
+        self.best = self.mode_worse
+        self.cooldown_counter = self.num_bad_epochs = 0
+
+    def _init_is_better(self, mode, threshold, threshold_mode):
         if mode not in ("min", "max"):
             raise ValueError("mode " + str(mode) + " is unknown!")
         if threshold_mode not in ("rel", "abs"):
             raise ValueError("threshold mode " + str(threshold_mode) + " is unknown!")
-        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
-        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
-        n = len(optimizer.param_groups)
-        if isinstance(min_lr, (list, tuple)) and len(min_lr) != n:
-            raise ValueError("expected %d min_lrs, got %d" % (n, len(min_lr)))
-        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
-        self.best = math.inf if mode == "min" else -math.inf
-        self.num_bad_epochs = self.cooldown_counter = 0
-        self.last_epoch = 0
-        self._last_lr = self._lrs()
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
 
     def _better(self, a):
+        rel = self.threshold_mode == "rel"
         if self.mode == "min":
-            return a < (self.best * (1 - self.threshold) if self.threshold_mode == "rel" else self.best - self.threshold)
-        return a > (self.best * (1 + self.threshold) if self.threshold_mode == "rel" else self.best + self.threshold)
+            return a < (self.best * (1 - self.threshold) if rel else self.best - self.threshold)
+        return a > (self.best * (1 + self.threshold) if rel else self.best + self.threshold)
 
     def step(self, metrics, epoch=None):
         current = float(metrics)
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        self.last_epoch = epoch
         if self._better(current):
             self.best, self.num_bad_epochs = current, 0
         else:
@@ -684,13 +698,28 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
-                old = float(group["lr"])
-                new = max(old * self.factor, min_lr)
-                if old - new > self.eps:
-                    _set_lr(group, new)
+            self._reduce_lr()
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = self._lrs()
+
+    def _reduce_lr(self):
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):  # groups added (unfrozen layers) since the scheduler was made
+            if self.default_min_lr is None:
+                raise RuntimeError("The number of param groups in the `optimizer` (%d) differs from when "
+                                   "`ReduceLROnPlateau` was initialized (%d), usually due to a new param group "
+                                   "being added to the optimizer. Please modify the `min_lrs` field to match the "
+                                   "length of the `optimizer` param groups." % (len(groups), len(self.min_lrs)))
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for group, min_lr in zip(groups, self.min_lrs):
+            old = float(group["lr"])
+            new = max(old * self.factor, min_lr)
+            if old - new > self.eps:
+                _set_lr(group, new)
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
 def warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
