@@ -148,5 +148,81 @@ def test_reduce_lr_on_plateau_state_dict_is_torchs():
     assert sd["default_min_lr"] is None and sd["mode_worse"] == float("inf") and sd["best"] == float("inf")
 
 
+# ---- 3. a subclass of a built-in optimizer keeps any state ----
+
+def test_a_subclass_step_may_keep_a_python_number_in_the_state():
+    class MySGD(O.SGD):
+        @tessel.no_grad()
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    st = self.state[p]
+                    st["n"] = st.get("n", 0) + 1
+                    p.add_(p.grad, alpha=-g["lr"])
+
+    w = t([1.0, 1.0], True)
+    opt = MySGD([w], lr=0.1)
+    w.grad = t([1.0, 1.0])
+    opt.step()
+    close(w, [0.8999999761581421, 0.8999999761581421])  # torch's
+    assert opt.state[w]["n"] == 1 and opt.state_dict()["state"][0] == {"n": 1}
+
+
+def test_a_subclass_of_sgd_may_count_steps_in_a_step_tensor():
+    class MySGD(O.SGD):
+        @tessel.no_grad()
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    st = self.state[p]
+                    if not st:
+                        st["step"] = tessel.tensor(0.0)
+                    st["step"] += 1
+                    p.add_(p.grad, alpha=-g["lr"])
+
+    w = t([1.0, 1.0], True)
+    opt = MySGD([w], lr=0.1)
+    w.grad = t([1.0, 1.0])
+    opt.step()
+    opt.step()
+    close(w, [0.7999999523162842, 0.7999999523162842])  # torch's
+    assert float(opt.state[w]["step"]) == 2.0
+
+
+class _CountingAdam(O.Adam):
+    def step(self, closure=None):
+        loss = super().step(closure)
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state[p]
+                st["calls"] = st.get("calls", 0) + 1
+                st.setdefault("log", []).append(float(g["lr"]))
+        return loss
+
+
+def test_a_subclass_that_calls_the_built_in_step_keeps_its_own_entries_beside_the_buffers():
+    w = t([1.0, -1.0], True)
+    opt = _CountingAdam([w], lr=0.1)
+    for _ in range(2):
+        w.grad = t([0.5, 2.0])
+        opt.step()
+    # torch's
+    close(w, [0.800000011920929, -1.2000000476837158])
+    assert list(opt.state[w]) == ["step", "exp_avg", "exp_avg_sq", "calls", "log"]
+    assert opt.state[w]["calls"] == 2 and opt.state[w]["log"] == pytest.approx([0.1, 0.1])
+    sd = opt.state_dict()
+    assert list(sd["state"][0]) == ["step", "exp_avg", "exp_avg_sq", "calls", "log"] and sd["state"][0]["calls"] == 2
+    w2 = t([1.0, -1.0], True)
+    o2 = _CountingAdam([w2], lr=0.1)
+    o2.load_state_dict(sd)
+    assert o2.state[w2]["calls"] == 2 and float(o2.state[w2]["step"]) == 2.0
+    w2.grad = t([0.5, 2.0])
+    o2.step()
+    # torch's: the loaded state goes on; the list was copied by the load, so the first optimizer's is untouched
+    close(w2, [0.8999999761581421, -1.100000023841858])
+    assert o2.state[w2]["calls"] == 3 and float(o2.state[w2]["step"]) == 3.0
+    assert len(opt.state[w]["log"]) == 2 and len(o2.state[w2]["log"]) == 3
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

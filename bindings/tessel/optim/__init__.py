@@ -43,6 +43,16 @@ def _scalar_dtype():
     return _C.dtype.float64 if _C._get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
 
 
+def _copied_containers(value):
+    """torch's load_state_dict copy of a state value: dicts, lists and tuples rebuilt (the loaded optimizer's
+    state does not share them with the state dict), tensors and other values as they are."""
+    if isinstance(value, dict):
+        return {k: _copied_containers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not isinstance(value, _C.Tensor):
+        return type(value)(_copied_containers(v) for v in value)
+    return value
+
+
 class Optimizer(GroupMethods, _hooks.HookMethods):
     """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
     written in Python, its own step() over param_groups with per-parameter state in self.state. torch's hooks
@@ -117,7 +127,30 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
         gi, name = where
         opt = self._optimizers[gi]
         buffers, step = opt._param_state(name)
-        return self._torch_entry(gi, opt, name, buffers, step)
+        return self._with_extra(hash(p), self._torch_entry(gi, opt, name, buffers, step))
+
+    # [Note: extra state] The C++ optimizers keep tensors and a step count per parameter. A subclass's own step()
+    # may keep anything in self.state[p] (a Python int, a list, SGD's "step" which torch's SGD never writes): those
+    # entries live here, in self._extra (parameter hash -> {key: value}), and each read of p's entry appends them.
+    def _split_entry(self, entry):
+        """(what the C++ optimizer keeps, what _extra keeps) of a torch-layout entry."""
+        cpp, extra = {}, {}
+        counts = getattr(type(self), "_torch_counts_steps", True)
+        for k, v in entry.items():
+            if k == "step":
+                ours = counts and isinstance(v, (_C.Tensor, numbers.Number))
+            else:
+                ours = v is None or isinstance(v, _C.Tensor)
+            (cpp if ours else extra)[k] = v
+        return cpp, extra
+
+    def _key_of(self):
+        """(group, name) -> the parameter's hash (_where's inverse)."""
+        return {at: h for h, at in self._where.items()}
+
+    def _with_extra(self, key, entry):
+        extra = self._extra.get(key) if "_extra" in self.__dict__ else None
+        return dict(entry, **extra) if extra else entry
 
     def _write_entry(self, p, entry):
         """torch's `state[p] = entry` (None: `del state[p]`) for a built-in optimizer: p's buffers and step become
@@ -130,15 +163,23 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
         if where is None:
             return False
         gi, name = where
-        buffers, step = self._cpp_entry(entry or {})
+        cpp, extra = self._split_entry(entry or {})
+        buffers, step = self._cpp_entry(cpp)
         self._optimizers[gi]._load_param_state(name, buffers, step)
+        self._set_extra(hash(p), extra)
         live = self.__dict__.get("_live_steps")  # [Note: live steps]: a step tensor written in is the live one
-        given = (entry or {}).get("step")
+        given = cpp.get("step")  # (SGD's "step" is a plain entry: torch's SGD never touches it)
         if isinstance(given, _C.Tensor) and given.dim() == 0 and given.dtype == _scalar_dtype():
             self.__dict__.setdefault("_live_steps", {})[(gi, name)] = [given, step]
         elif live:
             live.pop((gi, name), None)
         return True
+
+    def _set_extra(self, key, extra):
+        if extra:
+            self.__dict__.setdefault("_extra", {})[key] = extra
+        elif "_extra" in self.__dict__:
+            self._extra.pop(key, None)
 
     @staticmethod
     def _closure_loss(closure):
@@ -286,11 +327,14 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
             return self._python_state_dict()
         self._sync_groups()
         state, groups, index = {}, [], 0
+        key_of = self._key_of() if self.__dict__.get("_extra") else {}  # [Note: extra state]
         for gi, (group, opt, names) in enumerate(zip(self.param_groups, self._optimizers, self._fqns)):
             buffers, steps, _ = opt._get_state()
             ids = []
             for name in names:
                 entry = self._torch_entry(gi, opt, name, buffers.get(name, {}), steps.get(name, 0))
+                if key_of:
+                    entry = self._with_extra(key_of.get((gi, name)), entry)
                 if entry:  # (plain SGD keeps none)
                     state[index] = entry
                 ids.append(index)
@@ -341,12 +385,16 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
             return self._python_load_state_dict(state_dict)
         self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
         self.__dict__.pop("_live_state", None)  # (torch's load_state_dict makes a new state dict)
-        for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
+        self.__dict__.pop("_extra", None)
+        key_of = self._key_of()
+        for gi, (group, opt, saved, names) in enumerate(zip(self.param_groups, self._optimizers, groups, self._fqns)):
             buffers, steps = {}, {}
             for pid, name in zip(saved["params"], names):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
-                    buffers[name], steps[name] = self._cpp_entry(entry)
+                    cpp, extra = self._split_entry(entry)
+                    buffers[name], steps[name] = self._cpp_entry(cpp)
+                    self._set_extra(key_of[(gi, name)], _copied_containers(extra))
             group.update({k: v for k, v in saved.items() if k != "params"})
             opt._load_state(buffers, steps, self._hyper(group))
 

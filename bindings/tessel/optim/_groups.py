@@ -161,6 +161,9 @@ class GroupMethods:
         if live:
             self._live_steps = {where[h]: live[old] for h, old in old_where.items()
                                 if h in where and old in live}
+        extra = self.__dict__.get("_extra")  # [Note: extra state]: that of the parameters that left goes
+        if extra:
+            self._extra = {h: v for h, v in extra.items() if h in where}
         self._optimizers, self._fqns, self._where, self._built = optimizers, fqns, where, built
 
 
