@@ -224,5 +224,48 @@ def test_a_subclass_that_calls_the_built_in_step_keeps_its_own_entries_beside_th
     assert len(opt.state[w]["log"]) == 2 and len(o2.state[w2]["log"]) == 3
 
 
+# ---- 4. load_state_dict swaps in copies of the saved groups ----
+
+def test_load_state_dict_copies_a_tensor_lr():
+    w1, w2 = t([1.0], True), t([1.0], True)
+    o1, o2 = O.SGD([w1], lr=tessel.tensor(0.1)), O.SGD([w2], lr=tessel.tensor(0.1))
+    o2.load_state_dict(o1.state_dict())
+    o2.param_groups[0]["lr"].fill_(0.5)
+    assert float(o1.param_groups[0]["lr"]) == pytest.approx(0.10000000149011612)  # torch's
+
+
+def test_load_state_dict_replaces_the_group_dicts():
+    w1, w2 = t([1.0], True), t([1.0], True)
+    o1 = O.SGD([w1], lr=0.1, momentum=0.9)
+    o2 = O.SGD([{"params": [("w", w2)], "tag": "x"}], lr=0.3)
+    old = o2.param_groups[0]
+    o2.load_state_dict(o1.state_dict())
+    g = o2.param_groups[0]
+    # torch's: the saved group's keys in its order, this optimizer's parameters and names; "tag" gone
+    assert list(g) == ["lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "foreach",
+                       "differentiable", "fused", "params", "param_names"]
+    assert g is not old and g["params"][0] is w2 and g["param_names"] == ["w"]
+    assert (g["lr"], g["momentum"]) == (0.1, 0.9)
+    o1.param_groups[0]["lr"] = 7.0
+    assert o2.param_groups[0]["lr"] == 0.1
+
+
+def test_load_state_dict_of_a_python_optimizer_copies_the_groups_too():
+    r1, r2 = t([1.0, 1.0], True), t([1.0, 1.0], True)
+    p1 = O.Rprop([r1], lr=tessel.tensor(0.1))
+    p2 = O.Rprop([{"params": [r2], "tag": 1}], lr=tessel.tensor(0.1))
+    r1.grad = t([1.0, -1.0])
+    p1.step()
+    p2.load_state_dict(p1.state_dict())
+    p2.param_groups[0]["lr"].fill_(0.5)
+    # torch's
+    assert float(p1.param_groups[0]["lr"]) == pytest.approx(0.10000000149011612)
+    assert list(p2.param_groups[0]) == ["lr", "etas", "step_sizes", "foreach", "maximize", "differentiable",
+                                        "capturable", "params"]
+    r2.grad = t([1.0, -1.0])
+    p2.step()
+    close(r2, [0.8799999952316284, 1.1200000047683716])
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

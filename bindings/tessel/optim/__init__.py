@@ -386,17 +386,32 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
         self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
         self.__dict__.pop("_live_state", None)  # (torch's load_state_dict makes a new state dict)
         self.__dict__.pop("_extra", None)
-        key_of = self._key_of()
-        for gi, (group, opt, saved, names) in enumerate(zip(self.param_groups, self._optimizers, groups, self._fqns)):
-            buffers, steps = {}, {}
-            for pid, name in zip(saved["params"], names):
+        parts = [({}, {}) for _ in self._optimizers]  # per group: (buffers, steps) by name
+        for group, saved in zip(self.param_groups, groups):
+            for pid, p in zip(saved["params"], group["params"]):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
+                    gi, name = self._where[hash(p)]
                     cpp, extra = self._split_entry(entry)
-                    buffers[name], steps[name] = self._cpp_entry(cpp)
-                    self._set_extra(key_of[(gi, name)], _copied_containers(extra))
-            group.update({k: v for k, v in saved.items() if k != "params"})
+                    parts[gi][0][name], parts[gi][1][name] = self._cpp_entry(cpp)
+                    self._set_extra(hash(p), _copied_containers(extra))
+        self._replace_groups(groups)
+        for group, opt, (buffers, steps) in zip(self.param_groups, self._optimizers, parts):
             opt._load_state(buffers, steps, self._hyper(group))
+
+    def _replace_groups(self, saved_groups):
+        """torch's load_state_dict: each group becomes a deep copy of the saved one (a tensor lr no longer shared
+        with the optimizer saved, keys the saved group lacks gone) holding this optimizer's parameters, and its
+        param_names unless the saved group has its own. The list itself stays (a wrapper such as
+        PostLocalSGDOptimizer shares it)."""
+        import copy
+        new = []
+        for group, saved in zip(self.param_groups, copy.deepcopy(list(saved_groups))):
+            saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
+            new.append(saved)
+        self.param_groups[:] = new
 
     def _python_state_dict(self):
         state, groups, index = {}, [], 0
@@ -412,12 +427,14 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
         return {"state": state, "param_groups": groups}
 
     def _python_load_state_dict(self, state_dict):
+        state = _ParamState()  # (torch's load replaces the whole state)
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             for pid, p in zip(saved["params"], group["params"]):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
-                    self._state[p] = {k: _loaded_value(p, v, k) for k, v in entry.items()}
-            group.update({k: v for k, v in saved.items() if k != "params"})
+                    state[p] = {k: _copied_containers(_loaded_value(p, v, k)) for k, v in entry.items()}
+        self._state = state
+        self._replace_groups(state_dict["param_groups"])
 
     # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
 
