@@ -5,6 +5,8 @@ may keep any state, load_state_dict swaps in copies of the saved groups, `optimi
 warnings and argument checks. Each expected value below is what torch 2.15 computed for the same calls (pasted
 from its output), never tessel's own.
 """
+import collections
+
 import pytest
 
 import tessel
@@ -265,6 +267,27 @@ def test_load_state_dict_of_a_python_optimizer_copies_the_groups_too():
     r2.grad = t([1.0, -1.0])
     p2.step()
     close(r2, [0.8799999952316284, 1.1200000047683716])
+
+
+# ---- 12. optimizer.state is a dict ----
+
+@pytest.mark.parametrize("make", [lambda w: O.SGD([w], lr=0.1, momentum=0.9), lambda w: O.Rprop([w], lr=0.1)])
+def test_optimizer_state_is_a_defaultdict(make):
+    w = t([1.0, 2.0], True)
+    opt = make(w)
+    w.grad = t([1.0, 1.0])
+    opt.step()
+    st = opt.state
+    # torch's: a defaultdict(dict), which dict-walking helpers recurse into
+    assert isinstance(st, dict) and isinstance(st, collections.defaultdict) and st.default_factory is dict
+    assert len(st) == 1 and bool(st) and w in st
+    assert [k is w for k in dict(st)] == [True]
+
+    def walk(x):
+        return {k: walk(v) for k, v in x.items()} if isinstance(x, dict) else x
+    walked = walk(st)
+    assert len(walked) == 1 and set(next(iter(walked.values()))) == set(st[w])
+    assert repr(st).startswith("defaultdict(<class 'dict'>, {tensor(")
 
 
 if __name__ == "__main__":
