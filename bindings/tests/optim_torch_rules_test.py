@@ -6,6 +6,7 @@ warnings and argument checks. Each expected value below is what torch 2.15 compu
 from its output), never tessel's own.
 """
 import collections
+import warnings
 
 import pytest
 
@@ -288,6 +289,44 @@ def test_optimizer_state_is_a_defaultdict(make):
     walked = walk(st)
     assert len(walked) == 1 and set(next(iter(walked.values()))) == set(st[w])
     assert repr(st).startswith("defaultdict(<class 'dict'>, {tensor(")
+
+
+# ---- 7. scheduler warnings ----
+
+def _caught(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [(w.category, str(w.message), w.filename) for w in caught]
+
+
+def test_reduce_lr_on_plateau_warns_of_the_epoch_argument():
+    w = t([1.0], True)
+    sched = S.ReduceLROnPlateau(O.SGD([w], lr=1.0))
+    got = _caught(lambda: sched.step(1.0, 3))
+    # torch's
+    assert [(c, m[:50]) for c, m, _ in got] == [(UserWarning, "The epoch parameter in `scheduler.step()` was not ")]
+    assert got[0][2] == __file__ and sched.last_epoch == 3
+
+
+def test_a_scheduler_warns_when_optimizer_step_was_replaced_after_it():
+    w = t([1.0], True)
+    opt = O.SGD([w], lr=1.0)
+    sched = S.StepLR(opt, 1)
+    opt.step = lambda *a, **k: None
+
+    def steps():
+        opt.step()
+        sched.step()
+    got = _caught(steps)
+    # torch's
+    assert [(c, m[:60]) for c, m, _ in got] == [(UserWarning,
+                                                 "Seems like `optimizer.step()` has been overridden after lear")]
+    assert got[0][2] == __file__
+    sched = S.StepLR(O.SGD([w], lr=1.0), 1)  # not replaced, not stepped: the other warning
+    got = _caught(sched.step)
+    assert [(c, m[:60]) for c, m, _ in got] == [(UserWarning,  # torch's
+                                                 "Detected call of `lr_scheduler.step()` before `optimizer.ste")]
 
 
 if __name__ == "__main__":

@@ -99,22 +99,33 @@ class LRScheduler:
         self._last_lr = self._lrs()
 
     def step(self, epoch=None):
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", True):
-            import warnings
+        if self._step_count == 1:
+            self._warn_step_order()
+        if epoch is not None:
+            _warn_epoch_deprecated()
+        self._step_count += 1
+        self._update_lr(epoch)
+
+    def _warn_step_order(self):
+        """torch's checks at the second scheduler step: optimizer.step replaced after the scheduler wrapped it
+        (so the order can no longer be seen), or the optimizer not stepped yet (its first lr is skipped)."""
+        import warnings
+        called = getattr(self.optimizer, "_opt_called", None)  # (None: an optimizer the wrapper could not reach)
+        if called is None:
+            return
+        if not getattr(self.optimizer.step, "_wrapped_by_lr_sched", False):
+            warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                          "initialization. Please, make sure to call `optimizer.step()` before "
+                          "`lr_scheduler.step()`. See more details at "
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                          stacklevel=3)
+        elif not called:
             warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
                           "later, you should call them in the opposite order: `optimizer.step()` before "
                           "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
                           "value of the learning rate schedule. See more details at "
-                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
-        if epoch is not None:
-            import warnings
-            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
-                          "possible. Please use `scheduler.step()` to step the scheduler. During the deprecation, if "
-                          "epoch is different from None, the closed form is used instead of the new chainable form, "
-                          "where available. Please open an issue if you are unable to replicate your use case: "
-                          "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning)
-        self._step_count += 1
-        self._update_lr(epoch)
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                          stacklevel=3)
 
     def _update_lr(self, epoch=None):
         """One schedule step without step()'s checks and count (SequentialLR restarts a scheduler with it)."""
@@ -412,6 +423,15 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._set_lrs(values)
 
 
+def _warn_epoch_deprecated():
+    import warnings
+    warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
+                  "possible. Please use `scheduler.step()` to step the scheduler. During the deprecation, if "
+                  "epoch is different from None, the closed form is used instead of the new chainable form, "
+                  "where available. Please open an issue if you are unable to replicate your use case: "
+                  "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning, stacklevel=3)
+
+
 def _per_group(optimizer, name, value):
     """A scheduler argument given once or per parameter group (torch's _format_param)."""
     n = len(optimizer.param_groups)
@@ -689,6 +709,8 @@ class ReduceLROnPlateau(LRScheduler):
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
+        else:
+            _warn_epoch_deprecated()
         self.last_epoch = epoch
         if self._better(current):
             self.best, self.num_bad_epochs = current, 0
