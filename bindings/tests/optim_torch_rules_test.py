@@ -329,5 +329,25 @@ def test_a_scheduler_warns_when_optimizer_step_was_replaced_after_it():
                                                  "Detected call of `lr_scheduler.step()` before `optimizer.ste")]
 
 
+# ---- 8. scheduler arguments checked as torch checks them ----
+
+def _two_groups(**kwargs):
+    w, b = t([1.0], True), t([1.0], True)
+    return O.SGD([{"params": [w]}, {"params": [b]}], lr=1.0, **kwargs)
+
+
+def test_multiplicative_lr_checks_its_lambdas():
+    with pytest.raises(ValueError, match=r"Expected 2 lr_lambdas, but got 1"):  # torch's
+        S.MultiplicativeLR(_two_groups(), [lambda e: 0.5])
+    with pytest.raises(TypeError, match=r"lr_lambda should be a function, but got float"):  # torch's
+        S.MultiplicativeLR(O.SGD([t([1.0], True)], lr=1.0), 0.5)
+
+
+def test_one_cycle_lr_checks_the_length_of_max_lr():
+    with pytest.raises(ValueError, match=r"max_lr must have the same length as optimizer.param_groups. max_lr has 1 "
+                       r"values, param_groups has 2."):  # torch's
+        S.OneCycleLR(_two_groups(momentum=0.9), max_lr=[1.0], total_steps=10)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -162,14 +162,20 @@ class LRScheduler:
                 fn.__dict__.update(saved)
 
 
+def _lr_lambdas(optimizer, lr_lambda):
+    """One lr_lambda per parameter group (one given for all, or a list of as many as there are groups)."""
+    n = len(optimizer.param_groups)
+    lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+    if len(lambdas) != n:
+        raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(lambdas)))
+    return lambdas
+
+
 class LambdaLR(LRScheduler):
     """lr = initial lr × lr_lambda(step)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(self.lr_lambdas) != n:
-            raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(self.lr_lambdas)))
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -181,8 +187,10 @@ class MultiplicativeLR(LRScheduler):
     """lr ×= lr_lambda(step) at every step after the first."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
+        for fn in self.lr_lambdas:  # (torch checks here, not LambdaLR)
+            if not callable(fn):
+                raise TypeError("lr_lambda should be a function, but got %s" % type(fn).__name__)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -439,8 +447,8 @@ def _per_group(optimizer, name, value):
         if len(value) != n:
             raise ValueError("%s must have the same length as optimizer.param_groups. %s has %d values, "
                              "param_groups has %d." % (name, name, len(value), n))
-        return list(value)
-    return [value] * n
+        return [_snapshot(v) for v in value]
+    return [_snapshot(value) for _ in range(n)]
 
 
 class _MomentumCycle:
@@ -517,8 +525,7 @@ class OneCycleLR(LRScheduler):
         self.total_steps = total_steps
         self._anneal = (lambda a, b, p: b + (a - b) / 2.0 * (math.cos(math.pi * p) + 1)) if anneal_strategy == "cos" \
             else (lambda a, b, p: (b - a) * p + a)
-        n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        max_lrs = _per_group(optimizer, "max_lr", max_lr)
         if last_epoch == -1:
             for g, m in zip(optimizer.param_groups, max_lrs):
                 g["initial_lr"] = m / div_factor
