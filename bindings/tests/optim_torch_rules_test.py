@@ -349,5 +349,26 @@ def test_one_cycle_lr_checks_the_length_of_max_lr():
         S.OneCycleLR(_two_groups(momentum=0.9), max_lr=[1.0], total_steps=10)
 
 
+# ---- 9. optimizer flag checks ----
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad"])
+def test_fused_and_foreach_together_are_refused(name):
+    with pytest.raises(RuntimeError, match=r"`fused` and `foreach` cannot be `True` together."):  # torch's
+        getattr(O, name)([t([1.0], True)], fused=True, foreach=True)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_adam_refuses_a_tensor_lr_with_foreach(name):
+    with pytest.raises(ValueError, match=r"lr as a Tensor is not supported for capturable=False and foreach=True"):
+        getattr(O, name)([t([1.0], True)], lr=tessel.tensor(0.01), foreach=True)  # torch's
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                                  "RAdam", "Rprop", "ASGD", "Adafactor", "LBFGS", "Muon"])
+def test_a_tensor_lr_must_have_one_element(name):
+    with pytest.raises(ValueError, match=r"Tensor lr must be 1-element"):  # torch's
+        getattr(O, name)([t([[1.0]], True)], lr=tessel.tensor([0.1, 0.2]))
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

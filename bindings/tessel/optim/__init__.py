@@ -541,6 +541,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
+        _check_lr(lr, foreach, capturable)
         _unsupported(type(self).__name__, capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
@@ -551,6 +552,7 @@ class Adam(Optimizer):
                                       amsgrad=bool(amsgrad), maximize=bool(maximize), foreach=foreach,
                                       capturable=False, differentiable=False, fused=fused,
                                       decoupled_weight_decay=self._decoupled))
+        _no_fused_foreach(fused, foreach)
 
     def _decoupled_in(self, group):
         """The group's own decoupled_weight_decay (a param group may set it, as torch's), else the constructor's."""
@@ -594,12 +596,14 @@ class AdamW(Adam):
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
+        _check_lr(lr)
         _unsupported("SGD", differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=bool(maximize), foreach=foreach,
                                       differentiable=False, fused=fused))
+        _no_fused_foreach(fused, foreach)
 
     @staticmethod
     def _hyper(g):
@@ -623,6 +627,20 @@ class SGD(Optimizer):
                       weight_decay=float(g["weight_decay"]), nesterov=bool(g["nesterov"]))
 
 
+def _check_lr(lr, foreach=None, capturable=True):
+    """torch's checks of a tensor lr (Adam's also refuses one with foreach=True and capturable=False)."""
+    if isinstance(lr, _C.Tensor):
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+
+
+def _no_fused_foreach(fused, foreach):
+    if fused and foreach:  # (torch checks after the groups are built)
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
 def _unsupported(name, **flags):
     on = [k for k, v in flags.items() if v]
     if on:
@@ -636,6 +654,7 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
+        _check_lr(lr)
         _unsupported("RMSprop", capturable=capturable, differentiable=differentiable)
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, capturable=False, foreach=foreach,
@@ -664,10 +683,12 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
+        _check_lr(lr)
         _unsupported("Adagrad", differentiable=differentiable)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=bool(maximize), differentiable=False, fused=fused))
+        _no_fused_foreach(fused, foreach)
         # torch creates the constructor's parameters' state here (state_dict() shows step 0 and the filled sum
         # before any step); groups added later get theirs at their first step
         from .._tensor import full_like
@@ -697,6 +718,7 @@ class _AdamRelative(Optimizer):
     _extras = ()  # (name, default) beyond betas, eps and weight_decay
 
     def __init__(self, params, lr, betas, eps, weight_decay, flags, **extras):
+        _check_lr(lr)
         name = type(self).__name__
         extras["maximize"] = bool(flags.pop("maximize", False))
         extras["foreach"] = flags.pop("foreach", None)
@@ -792,6 +814,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
+        _check_lr(lr)
         _unsupported("Adadelta", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)

@@ -26,7 +26,7 @@ import builtins
 import numpy as np
 
 from .. import _C
-from . import Optimizer
+from . import Optimizer, _check_lr
 
 
 def _f32(x):
@@ -126,6 +126,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
 class LBFGS(Optimizer):
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
                  history_size=100, line_search_fn=None, *, maximize=False):
+        _check_lr(lr)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if max_eval is None:
