@@ -370,5 +370,39 @@ def test_a_tensor_lr_must_have_one_element(name):
         getattr(O, name)([t([[1.0]], True)], lr=tessel.tensor([0.1, 0.2]))
 
 
+# ---- 11. set-typed params, non-leaf tensors that retain their gradient ----
+
+_UNORDERED = ("optimizer parameters need to be organized in ordered collections, but the ordering of tensors in "
+              "sets will change between runs. Please use a list instead.")  # torch's
+
+
+def test_params_given_as_a_set_warn_and_a_set_group_is_refused():
+    w = t([1.0], True)
+    got = _caught(lambda: O.SGD({w}, lr=0.1))
+    assert [(c, m) for c, m, _ in got] == [(FutureWarning, _UNORDERED + " This will be an error in a future "
+                                            "release.")]  # torch's
+    opt = O.SGD([w], lr=0.1)
+    with pytest.raises(TypeError, match=r"optimizer parameters need to be organized in ordered collections"):
+        opt.add_param_group({"params": {t([1.0], True)}})
+    with pytest.raises(TypeError, match=r"Please use a list instead.$"):
+        O.SGD([{"params": {t([1.0], True)}}], lr=0.1)
+
+
+@pytest.mark.parametrize("name, want", [("SGD", [1.899999976158142, 1.7000000476837158]),  # torch's
+                                        ("Adam", [1.899999976158142, 1.899999976158142]),
+                                        ("Rprop", [1.899999976158142, 1.899999976158142])])
+def test_a_non_leaf_that_retains_its_gradient_is_optimized(name, want):
+    w = t([1.0, 1.0], True)
+    h = w * 2
+    h.retain_grad()
+    opt = getattr(O, name)([h], lr=0.1)
+    (h * t([1.0, 3.0])).sum().backward()
+    opt.step()
+    close(h, want)
+    close(w.grad, [2.0, 6.0])
+    with pytest.raises(ValueError, match=r"can't optimize a non-leaf Tensor"):  # torch's, without retain_grad
+        getattr(O, name)([w * 2])
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

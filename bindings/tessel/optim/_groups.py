@@ -35,11 +35,18 @@ def _named(params, group_index):
     return out
 
 
+_UNORDERED = ("optimizer parameters need to be organized in ordered collections, but the ordering of tensors in "
+              "sets will change between runs. Please use a list instead.")
+
+
 def _param_groups(params):
     """The constructor's params as a list of group dicts (a plain iterable of tensors is one group)."""
     if isinstance(params, _C.Tensor):
         raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                         "but got a Tensor")
+    if isinstance(params, set):  # (stacklevel: the optimizer class's __init__, as torch's)
+        import warnings
+        warnings.warn(_UNORDERED + " This will be an error in a future release.", FutureWarning, stacklevel=3)
     groups = list(params)
     if not groups:
         raise ValueError("optimizer got an empty parameter list")
@@ -65,6 +72,8 @@ class GroupMethods:
         # torch's key order: the group's own keys, its parameters' names when given named, then the defaults
         group = dict(param_group)
         ps = group["params"]
+        if isinstance(ps, set):
+            raise TypeError(_UNORDERED)
         given = group["params"] = ps = [ps] if isinstance(ps, _C.Tensor) else list(ps)  # (a generator: read once)
         if given and all(isinstance(x, tuple) for x in given):
             group["param_names"] = [n for n, _ in given]
@@ -84,7 +93,8 @@ class GroupMethods:
             named = [(n, p) for n, p in named if not (hash(p) in own or own.add(hash(p)))]
             group["params"] = [p for _, p in named]
         for name, p in named:
-            if not p.is_leaf:  # torch: its gradient never lands in .grad, so it would never be updated
+            # torch: a non-leaf's gradient never lands in .grad (so it would never be updated) unless it retains it
+            if not (p.is_leaf or p.retains_grad or self.defaults.get("differentiable")):
                 raise ValueError("can't optimize a non-leaf Tensor")
             if hash(p) in seen:
                 raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
