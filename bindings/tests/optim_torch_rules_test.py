@@ -404,5 +404,70 @@ def test_a_non_leaf_that_retains_its_gradient_is_optimized(name, want):
         getattr(O, name)([w * 2])
 
 
+# ---- 14. scheduler state dicts and attributes as torch's ----
+
+_PHASES = [{"end_step": 2.0, "start_lr": "initial_lr", "end_lr": "max_lr", "start_momentum": "max_momentum",
+            "end_momentum": "base_momentum"},
+           {"end_step": 9, "start_lr": "max_lr", "end_lr": "min_lr", "start_momentum": "base_momentum",
+            "end_momentum": "max_momentum"}]  # torch's
+
+
+def test_one_cycle_lr_state_dict_is_torchs():
+    w = t([1.0], True)
+    opt = O.SGD([w], lr=0.1, momentum=0.9)
+    sched = S.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    sd = sched.state_dict()
+    # torch's keys in its order
+    assert list(sd) == ["total_steps", "_schedule_phases", "_anneal_func_type", "cycle_momentum", "use_beta1",
+                        "base_lrs", "last_epoch", "_step_count", "_is_initial", "_get_lr_called_within_step",
+                        "_last_lr"]
+    assert sd["_schedule_phases"] == _PHASES and sd["_anneal_func_type"] == "cos" and sd["use_beta1"] is False
+    sd = S.OneCycleLR(O.Adam([w], lr=0.1), max_lr=1.0, total_steps=10, cycle_momentum=False,
+                      anneal_strategy="linear").state_dict()
+    assert "use_beta1" not in sd and sd["cycle_momentum"] is False and sd["_anneal_func_type"] == "linear"
+    # a torch-written state dict loads, and the schedule goes on as torch's
+    opt2 = O.SGD([t([1.0], True)], lr=0.1, momentum=0.9)
+    again = S.OneCycleLR(opt2, max_lr=1.0, total_steps=10)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    again.load_state_dict(sched.state_dict())
+    opt2.step()
+    again.step()
+    # torch's lr and momentum at step 4
+    assert opt2.param_groups[0]["lr"] == pytest.approx(0.8117456539497631, rel=1e-12)
+    assert opt2.param_groups[0]["momentum"] == pytest.approx(0.8688255099070633, rel=1e-12)
+
+
+def test_sequential_lr_and_warm_restarts_keep_torchs_attributes():
+    w = t([1.0], True)
+    opt = O.SGD([w], lr=0.1)
+    a, b = S.ConstantLR(opt, factor=0.5, total_iters=2), S.ExponentialLR(opt, gamma=0.9)
+    assert sorted(S.SequentialLR(opt, [a, b], milestones=[2]).state_dict()) == [
+        "_last_lr", "_milestones", "_schedulers", "last_epoch"]  # torch's: no base_lrs
+    sched = S.CosineAnnealingWarmRestarts(opt, T_0=3)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    assert sched._step_count == 0  # torch's
+
+
+def test_an_optimizer_has_its_hook_dicts_from_the_start():
+    opt = O.SGD([t([1.0], True)], lr=0.1)
+    for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
+                 "_optimizer_state_dict_post_hooks", "_optimizer_load_state_dict_pre_hooks",
+                 "_optimizer_load_state_dict_post_hooks"):
+        hooks = getattr(opt, name)  # torch's: empty OrderedDicts
+        assert isinstance(hooks, collections.OrderedDict) and len(hooks) == 0
+
+
+def test_resuming_a_scheduler_without_initial_lr_is_torchs_key_error():
+    opt = O.SGD([t([1.0], True)], lr=0.1)
+    with pytest.raises(KeyError) as info:
+        S.StepLR(opt, 2, last_epoch=3)
+    assert info.value.args[0].startswith("param 'initial_lr' is not specified in param_groups[0] when resuming "
+                                         "scheduler with last_epoch >= 0.\nThis typically happens when:")  # torch's
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -68,6 +68,7 @@ class Optimizer(GroupMethods, _hooks.HookMethods):
             defaults = dict([(k, defaults[k]) for k in order if k in defaults] +
                             [(k, v) for k, v in defaults.items() if k not in order])
         _hooks.patch(type(self))
+        _hooks.init_hook_dicts(self)
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)

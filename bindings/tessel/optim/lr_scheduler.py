@@ -63,8 +63,10 @@ class LRScheduler:
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
-                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming an "
-                                   "optimizer" % i)
+                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming scheduler "
+                                   "with last_epoch >= 0.\nThis typically happens when:\n1. You're trying to resume "
+                                   "training from a checkpoint but haven't properly loaded the optimizer state\n2. "
+                                   "You're using last_epoch >= 0 for a fresh training run (not recommended)" % i)
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_step_called(optimizer)
@@ -334,7 +336,6 @@ class SequentialLR(LRScheduler):
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:  # back to the initial lrs; undo the schedulers' own first steps
             _set_lr(g, g["initial_lr"])
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         for s in self._schedulers:
             s.last_epoch -= 1
         first = self._schedulers[0]
@@ -421,8 +422,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                     self.T_i = self.T_0 * self.T_mult ** n
             else:
                 self.T_i, self.T_cur = self.T_0, epoch
-        self.last_epoch = math.floor(epoch)
-        self._step_count += 1
+        self.last_epoch = math.floor(epoch)  # (no _step_count: torch's stays 0, so no step-order warning)
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()
@@ -468,10 +468,14 @@ class _MomentumCycle:
                 g["max_momentum"], g["base_momentum"] = top, low
 
     def set(self, group, momentum):
-        if self.use_beta1:
-            group["betas"] = (momentum,) + tuple(group["betas"][1:])
-        else:
-            group["momentum"] = momentum
+        _set_momentum(group, momentum, self.use_beta1)
+
+
+def _set_momentum(group, momentum, use_beta1):
+    if use_beta1:
+        group["betas"] = (momentum,) + tuple(group["betas"][1:])
+    else:
+        group["momentum"] = momentum
 
 
 def _without_momentum_object(scheduler, state):
@@ -504,11 +508,13 @@ class OneCycleLR(LRScheduler):
     """torch's OneCycleLR (per batch): from max_lr/div_factor up to max_lr over pct_start of the steps, then
     down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. With
     cycle_momentum (the default) momentum, or Adam's beta1, goes the other way: max_momentum down to
-    base_momentum while the lr rises, and back."""
+    base_momentum while the lr rises, and back. Its attributes (the state dict) are torch's: the phases as
+    dicts naming the group keys they anneal between, the anneal function by name."""
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
                  div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        self.optimizer = optimizer
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
@@ -518,30 +524,38 @@ class OneCycleLR(LRScheduler):
             total_steps = epochs * steps_per_epoch
         elif total_steps <= 0 or not isinstance(total_steps, int):  # torch's checks
             raise ValueError("Expected positive integer total_steps, but got %s" % total_steps)
+        self.total_steps = total_steps
+        up = float(pct_start * total_steps) - 1
+        if three_phase:
+            phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
+                       "max_momentum"),
+                      (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+        self._schedule_phases = [dict(zip(keys, phase)) for phase in phases]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
             raise ValueError("Expected float between 0 and 1 pct_start, but got %s" % pct_start)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got %s" % anneal_strategy)
-        self.total_steps = total_steps
-        self._anneal = (lambda a, b, p: b + (a - b) / 2.0 * (math.cos(math.pi * p) + 1)) if anneal_strategy == "cos" \
-            else (lambda a, b, p: (b - a) * p + a)
+        self._anneal_func_type = anneal_strategy
         max_lrs = _per_group(optimizer, "max_lr", max_lr)
         if last_epoch == -1:
             for g, m in zip(optimizer.param_groups, max_lrs):
                 g["initial_lr"] = m / div_factor
                 g["max_lr"] = m
                 g["min_lr"] = g["initial_lr"] / final_div_factor
-        # (last step of the phase, lr from, lr to, momentum from, momentum to)
-        if three_phase:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
-                             "max_momentum"),
-                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
-        else:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
-        self._momentum = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch) if cycle_momentum else None
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch).use_beta1
         super().__init__(optimizer, last_epoch)
+
+    def _anneal_func(self, start, end, pct):
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
 
     def get_lr(self):
         self._warn_outside_step()
@@ -552,22 +566,27 @@ class OneCycleLR(LRScheduler):
         out = []
         for g in self.optimizer.param_groups:
             start = 0
-            for i, (end, a, b, m_from, m_to) in enumerate(self._phases):
-                if step <= end or i == len(self._phases) - 1:
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
+                if step <= end or i == len(self._schedule_phases) - 1:
                     pct = (step - start) / (end - start)
-                    out.append(self._anneal(g[a], g[b], pct))
-                    if self._momentum is not None:
-                        self._momentum.set(g, self._anneal(g[m_from], g[m_to], pct))
+                    out.append(self._anneal_func(g[phase["start_lr"]], g[phase["end_lr"]], pct))
+                    if self.cycle_momentum:
+                        m = self._anneal_func(g[phase["start_momentum"]], g[phase["end_momentum"]], pct)
+                        _set_momentum(g, m, self.use_beta1)
                     break
                 start = end
         return out
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
-        return _without_momentum_object(self, state)
-
     def load_state_dict(self, state_dict):
-        _restore_momentum_object(self, state_dict)
+        state = dict(state_dict)
+        old = state.pop("_phases", None)  # (a state dict tessel wrote before it kept torch's attributes)
+        if old is not None:
+            keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+            state.setdefault("_schedule_phases", [dict(zip(keys, phase)) for phase in old])
+        for key in ("base_momentums", "max_momentums"):
+            state.pop(key, None)
+        super().load_state_dict(state)
 
 
 class CyclicLR(LRScheduler):
