@@ -469,5 +469,36 @@ def test_resuming_a_scheduler_without_initial_lr_is_torchs_key_error():
                                          "scheduler with last_epoch >= 0.\nThis typically happens when:")  # torch's
 
 
+# ---- 13. LBFGS state in torch's layout ----
+
+def test_lbfgs_state_has_torchs_flat_layout():
+    x, y = t([1.0, 2.0], True), tessel.tensor([[0.5], [-1.0]], requires_grad=True)
+    opt = O.LBFGS([x, y], lr=1, max_iter=3, history_size=4)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((x - 3) ** 2).sum() + ((y * x.reshape(2, 1) - 1) ** 2).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    st = opt.state[x]
+    # torch's keys in its order; one flat vector over both parameters; 0-d H_diag, ro and al
+    assert list(st) == ["func_evals", "n_iter", "al", "d", "t", "old_dirs", "old_stps", "ro", "H_diag",
+                        "prev_flat_grad", "prev_loss"]
+    assert tuple(st["d"].shape) == (4,) and tuple(st["prev_flat_grad"].shape) == (4,)
+    assert st["H_diag"].dim() == 0 and [r.dim() for r in st["ro"]] == [0]
+    assert len(st["al"]) == 4 and st["al"][0].dim() == 0 and st["al"][1:] == [None, None, None]
+    # torch's values
+    close(st["d"], [0.5723307132720947, 0.17359499633312225, 0.11795370280742645, 0.8899639844894409])
+    close(st["prev_flat_grad"], [-3.9520421028137207, -0.7800569534301758, -0.8201541900634766, -6.535726547241211])
+    close(st["old_dirs"][0], [0.5479578971862793, -4.780056953430176, 0.17984580993652344, 5.464273452758789])
+    assert float(st["H_diag"]) == pytest.approx(0.07658760994672775, rel=1e-6)
+    assert float(st["ro"][0]) == pytest.approx(0.24617239832878113, rel=1e-6)
+    assert float(st["al"][0]) == pytest.approx(1.0752906799316406, rel=1e-6)
+    assert st["t"] == 1 and st["prev_loss"] == pytest.approx(7.973749160766602, rel=1e-6)
+    close(x, [1.7816330194473267, 1.9875484704971313])
+    close(y.reshape(-1), [0.6644653677940369, 0.44810351729393005])
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
