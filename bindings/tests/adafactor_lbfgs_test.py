@@ -189,12 +189,12 @@ def test_lbfgs_direction_is_the_dense_bfgs_recursion():
     opt = tessel.optim.LBFGS([x], lr=0.3, max_iter=5, history_size=10)
     opt.step(quadratic_closure(opt, x, q, rhs))
     st = opt.state[x]
-    pairs = [(s[0].numpy(), y[0].numpy()) for s, y in zip(st["old_stps"], st["old_dirs"])]  # one per parameter
+    pairs = [(s.numpy(), y.numpy()) for s, y in zip(st["old_stps"], st["old_dirs"])]  # torch's flat vectors
     assert len(pairs) == 4  # five iterations, a pair from the second on
     for s, y in pairs:  # for a quadratic y = Q s exactly
         np.testing.assert_allclose(y, q @ s, rtol=1e-9, atol=1e-12)
-    want = dense_bfgs_direction(pairs, st["H_diag"], st["prev_flat_grad"][0].numpy())
-    np.testing.assert_allclose(st["d"][0].numpy(), want, rtol=1e-9, atol=1e-12)
+    want = dense_bfgs_direction(pairs, float(st["H_diag"]), st["prev_flat_grad"].numpy())
+    np.testing.assert_allclose(st["d"].numpy(), want, rtol=1e-9, atol=1e-12)
 
 
 def test_lbfgs_strong_wolfe_solves_a_quadratic():

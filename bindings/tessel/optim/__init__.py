@@ -16,38 +16,16 @@ An optimizer written in Python subclasses Optimizer as in torch: __init__(params
 reads self.param_groups and keeps per-parameter state in self.state[p] (tensors made with zeros_like(p) are
 DTensor shards for fully_shard parameters). Its state_dict / load_state_dict, checkpoints (tessel.save,
 distributed.checkpoint's get/set_optimizer_state_dict) and LR schedulers work as for the built-in ones.
-`optimizer.state`'s mappings are in _state.py, the step hooks in _hooks.py.
+`optimizer.state`'s mappings are in _state.py, the step hooks in _hooks.py, and the parameter groups in
+_groups.py (parameters or groups put into param_groups by hand are stepped, as torch's, from the next step on).
 """
 import numbers
 
 from .. import _C
 from . import _hooks, lr_scheduler  # noqa: F401
 from ._state import _LiveState, _ParamState, _loaded_value
+from ._groups import GroupMethods, _param_groups, required  # noqa: F401
 from ._hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa: F401
-
-
-def _named(params, group_index):
-    out = []
-    for i, p in enumerate(params):
-        if isinstance(p, tuple):
-            name, p = p
-        else:
-            name = getattr(p, "_fqn", None) or "param_groups.%d.%d" % (group_index, i)
-        if not isinstance(p, _C.Tensor):
-            raise TypeError("optimizer can only optimize Tensors, got %s" % type(p).__name__)
-        out.append((name, p))
-    return out
-
-
-def _param_groups(params):
-    """The constructor's params as a list of group dicts (a plain iterable of tensors is one group)."""
-    if isinstance(params, _C.Tensor):
-        raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                        "but got a Tensor")
-    groups = list(params)
-    if not groups:
-        raise ValueError("optimizer got an empty parameter list")
-    return groups if isinstance(groups[0], dict) else [{"params": groups}]
 
 
 def _state_fqn(key):
@@ -65,7 +43,17 @@ def _scalar_dtype():
     return _C.dtype.float64 if _C._get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
 
 
-class Optimizer(_hooks.HookMethods):
+def _copied_containers(value):
+    """torch's load_state_dict copy of a state value: dicts, lists and tuples rebuilt (the loaded optimizer's
+    state does not share them with the state dict), tensors and other values as they are."""
+    if isinstance(value, dict):
+        return {k: _copied_containers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not isinstance(value, _C.Tensor):
+        return type(value)(_copied_containers(v) for v in value)
+    return value
+
+
+class Optimizer(GroupMethods, _hooks.HookMethods):
     """Base: one C++ optimizer per parameter group (the built-in subclasses define _make), or, for a subclass
     written in Python, its own step() over param_groups with per-parameter state in self.state. torch's hooks
     (register_step_pre_hook, ...: tessel/optim/_hooks.py) wrap each class's step / state_dict / load_state_dict
@@ -80,10 +68,12 @@ class Optimizer(_hooks.HookMethods):
             defaults = dict([(k, defaults[k]) for k in order if k in defaults] +
                             [(k, v) for k, v in defaults.items() if k not in order])
         _hooks.patch(type(self))
+        _hooks.init_hook_dicts(self)
         self.defaults = defaults
         self.param_groups = []
         self._optimizers = []  # per group: its C++ optimizer (None for a Python subclass)
         self._fqns = []  # per group: its parameters' FQNs in order (checkpoint keys; state_dict's integer ids)
+        self._built = []  # per group: the parameters its C++ optimizer was built over (_groups.py)
         self._state = _ParamState()
         self._where = {}
         for g in _param_groups(params):
@@ -123,6 +113,7 @@ class Optimizer(_hooks.HookMethods):
         self.__dict__.pop("_live_state", None)  # (torch's state is the mapping given now)
 
     def _params_in_order(self):
+        self._sync_groups()
         return [p for g in self.param_groups for p in g["params"]]
 
     def _param_entry(self, p):
@@ -130,11 +121,37 @@ class Optimizer(_hooks.HookMethods):
         p is not one of this optimizer's parameters)."""
         where = self._where.get(hash(p))
         if where is None:
+            self._sync_groups()  # (a parameter put in param_groups since the last step)
+            where = self._where.get(hash(p))
+        if where is None:
             return None
         gi, name = where
         opt = self._optimizers[gi]
         buffers, step = opt._param_state(name)
-        return self._torch_entry(gi, opt, name, buffers, step)
+        return self._with_extra(hash(p), self._torch_entry(gi, opt, name, buffers, step))
+
+    # [Note: extra state] The C++ optimizers keep tensors and a step count per parameter. A subclass's own step()
+    # may keep anything in self.state[p] (a Python int, a list, SGD's "step" which torch's SGD never writes): those
+    # entries live here, in self._extra (parameter hash -> {key: value}), and each read of p's entry appends them.
+    def _split_entry(self, entry):
+        """(what the C++ optimizer keeps, what _extra keeps) of a torch-layout entry."""
+        cpp, extra = {}, {}
+        counts = getattr(type(self), "_torch_counts_steps", True)
+        for k, v in entry.items():
+            if k == "step":
+                ours = counts and isinstance(v, (_C.Tensor, numbers.Number))
+            else:
+                ours = v is None or isinstance(v, _C.Tensor)
+            (cpp if ours else extra)[k] = v
+        return cpp, extra
+
+    def _key_of(self):
+        """(group, name) -> the parameter's hash (_where's inverse)."""
+        return {at: h for h, at in self._where.items()}
+
+    def _with_extra(self, key, entry):
+        extra = self._extra.get(key) if "_extra" in self.__dict__ else None
+        return dict(entry, **extra) if extra else entry
 
     def _write_entry(self, p, entry):
         """torch's `state[p] = entry` (None: `del state[p]`) for a built-in optimizer: p's buffers and step become
@@ -142,17 +159,28 @@ class Optimizer(_hooks.HookMethods):
         momentum_buffer = None); the other parameters' state is untouched. False when p is not optimized here."""
         where = self._where.get(hash(p))
         if where is None:
+            self._sync_groups()
+            where = self._where.get(hash(p))
+        if where is None:
             return False
         gi, name = where
-        buffers, step = self._cpp_entry(entry or {})
+        cpp, extra = self._split_entry(entry or {})
+        buffers, step = self._cpp_entry(cpp)
         self._optimizers[gi]._load_param_state(name, buffers, step)
+        self._set_extra(hash(p), extra)
         live = self.__dict__.get("_live_steps")  # [Note: live steps]: a step tensor written in is the live one
-        given = (entry or {}).get("step")
+        given = cpp.get("step")  # (SGD's "step" is a plain entry: torch's SGD never touches it)
         if isinstance(given, _C.Tensor) and given.dim() == 0 and given.dtype == _scalar_dtype():
             self.__dict__.setdefault("_live_steps", {})[(gi, name)] = [given, step]
         elif live:
             live.pop((gi, name), None)
         return True
+
+    def _set_extra(self, key, extra):
+        if extra:
+            self.__dict__.setdefault("_extra", {})[key] = extra
+        elif "_extra" in self.__dict__:
+            self._extra.pop(key, None)
 
     @staticmethod
     def _closure_loss(closure):
@@ -174,6 +202,7 @@ class Optimizer(_hooks.HookMethods):
         if self._python:
             raise NotImplementedError("%s.step: an Optimizer subclass defines its own step()" % type(self).__name__)
         loss = self._closure_loss(closure)  # grad mode on, as torch's (a step under no_grad still computes)
+        self._sync_groups()  # (after the closure: it may edit param_groups too)
         live = self.__dict__.get("_live_steps")
         if live:
             self._push_step_edits(live)
@@ -240,60 +269,8 @@ class Optimizer(_hooks.HookMethods):
             for p, g in saved:
                 p.grad = g
 
-    def _new_group(self, param_group):
-        """The group torch's add_param_group adds (its own options, the defaults for the rest) and its parameters,
-        named; a parameter already in one of param_groups is a ValueError, as torch."""
-        if not isinstance(param_group, dict):
-            raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
-        seen = {hash(p) for g in self.param_groups for p in g["params"]}  # hash is the tensor's identity
-        # torch's key order: the group's own keys, its parameters' names when given named, then the defaults
-        group = dict(param_group)
-        ps = group["params"]
-        given = group["params"] = ps = [ps] if isinstance(ps, _C.Tensor) else list(ps)  # (a generator: read once)
-        if given and all(isinstance(x, tuple) for x in given):
-            group["param_names"] = [n for n, _ in given]
-        for key, value in self.defaults.items():
-            group.setdefault(key, value)
-            if isinstance(group[key], _RequiredParameter):  # a custom optimizer's `lr=required` left unset
-                raise ValueError("parameter group didn't specify a value of required optimization parameter "
-                                 + key)
-        named = _named([ps] if isinstance(ps, _C.Tensor) else list(ps), len(self.param_groups))
-        own = set()
-        if len({hash(p) for _, p in named}) != len(named):
-            # torch warns and keeps both (stepping the parameter twice, its issue 40967); tessel steps it once
-            import warnings
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
-                          stacklevel=3)
-            named = [(n, p) for n, p in named if not (hash(p) in own or own.add(hash(p)))]
-            group["params"] = [p for _, p in named]
-        for name, p in named:
-            if not p.is_leaf:  # torch: its gradient never lands in .grad, so it would never be updated
-                raise ValueError("can't optimize a non-leaf Tensor")
-            if hash(p) in seen:
-                raise ValueError("some parameters appear in more than one parameter group ('%s')" % name)
-            seen.add(hash(p))
-        return group, named
-
-    def add_param_group(self, param_group):
-        """torch's add_param_group (see _new_group): one more C++ optimizer."""
-        group, named = self._new_group(param_group)
-        gi = len(self.param_groups)
-        names = {n for fqns in self._fqns for n in fqns}
-        for i, (name, p) in enumerate(named):
-            # Names key the optimizer's state (checkpoints): parameters reached through attributes of
-            # different modules share local names ('weight'), so a repeated name takes its position instead.
-            if name in names:
-                name = "param_groups.%d.%d" % (gi, i)
-                named[i] = (name, p)
-            names.add(name)
-        self._optimizers.append(None if self._python else self._make(named, group))
-        self._fqns.append([n for n, _ in named])
-        self._where.update((hash(p), (gi, n)) for n, p in named)  # parameter -> (group, name): state[p]'s entry
-        group["params"] = [p for _, p in named]
-        self.param_groups.append(group)
-
     def zero_grad(self, set_to_none=True):
+        self._sync_groups()
         for group, opt in zip(self.param_groups, self._optimizers):
             if set_to_none and opt is None:
                 for p in group["params"]:
@@ -349,12 +326,16 @@ class Optimizer(_hooks.HookMethods):
         optimizer's buffers, aliases of the live tensors) and each group's options with its ids."""
         if self._python:
             return self._python_state_dict()
+        self._sync_groups()
         state, groups, index = {}, [], 0
+        key_of = self._key_of() if self.__dict__.get("_extra") else {}  # [Note: extra state]
         for gi, (group, opt, names) in enumerate(zip(self.param_groups, self._optimizers, self._fqns)):
             buffers, steps, _ = opt._get_state()
             ids = []
             for name in names:
                 entry = self._torch_entry(gi, opt, name, buffers.get(name, {}), steps.get(name, 0))
+                if key_of:
+                    entry = self._with_extra(key_of.get((gi, name)), entry)
                 if entry:  # (plain SGD keeps none)
                     state[index] = entry
                 ids.append(index)
@@ -395,22 +376,43 @@ class Optimizer(_hooks.HookMethods):
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups (%d, the optimizer has "
                              "%d)" % (len(groups), len(self.param_groups)))
-        for i, (saved, names) in enumerate(zip(groups, self._fqns)):
-            if len(saved["params"]) != len(names):
+        for i, (saved, group) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                                 "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]), len(names)))
+                                 "optimizer's group %d (%d vs %d parameters)" % (i, len(saved["params"]),
+                                                                                 len(group["params"])))
+        self._sync_groups()
         if self._python:
             return self._python_load_state_dict(state_dict)
         self.__dict__.pop("_live_steps", None)  # the loaded counts are the C++ optimizers' now
         self.__dict__.pop("_live_state", None)  # (torch's load_state_dict makes a new state dict)
-        for group, opt, saved, names in zip(self.param_groups, self._optimizers, groups, self._fqns):
-            buffers, steps = {}, {}
-            for pid, name in zip(saved["params"], names):
+        self.__dict__.pop("_extra", None)
+        parts = [({}, {}) for _ in self._optimizers]  # per group: (buffers, steps) by name
+        for group, saved in zip(self.param_groups, groups):
+            for pid, p in zip(saved["params"], group["params"]):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
-                    buffers[name], steps[name] = self._cpp_entry(entry)
-            group.update({k: v for k, v in saved.items() if k != "params"})
+                    gi, name = self._where[hash(p)]
+                    cpp, extra = self._split_entry(entry)
+                    parts[gi][0][name], parts[gi][1][name] = self._cpp_entry(cpp)
+                    self._set_extra(hash(p), _copied_containers(extra))
+        self._replace_groups(groups)
+        for group, opt, (buffers, steps) in zip(self.param_groups, self._optimizers, parts):
             opt._load_state(buffers, steps, self._hyper(group))
+
+    def _replace_groups(self, saved_groups):
+        """torch's load_state_dict: each group becomes a deep copy of the saved one (a tensor lr no longer shared
+        with the optimizer saved, keys the saved group lacks gone) holding this optimizer's parameters, and its
+        param_names unless the saved group has its own. The list itself stays (a wrapper such as
+        PostLocalSGDOptimizer shares it)."""
+        import copy
+        new = []
+        for group, saved in zip(self.param_groups, copy.deepcopy(list(saved_groups))):
+            saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
+            new.append(saved)
+        self.param_groups[:] = new
 
     def _python_state_dict(self):
         state, groups, index = {}, [], 0
@@ -426,12 +428,14 @@ class Optimizer(_hooks.HookMethods):
         return {"state": state, "param_groups": groups}
 
     def _python_load_state_dict(self, state_dict):
+        state = _ParamState()  # (torch's load replaces the whole state)
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             for pid, p in zip(saved["params"], group["params"]):
                 entry = state_dict["state"].get(pid, state_dict["state"].get(str(pid)))
                 if entry is not None:
-                    self._state[p] = {k: _loaded_value(p, v, k) for k, v in entry.items()}
-            group.update({k: v for k, v in saved.items() if k != "params"})
+                    state[p] = {k: _copied_containers(_loaded_value(p, v, k)) for k, v in entry.items()}
+        self._state = state
+        self._replace_groups(state_dict["param_groups"])
 
     # ---- checkpoints (tessel.distributed.checkpoint.state_dict, tessel.save / tessel.load) ----
 
@@ -442,6 +446,7 @@ class Optimizer(_hooks.HookMethods):
         """Every group's optimizer entries, merged; group i > 0's hyperparameters renamed."""
         if self._python:
             return self._python_checkpoint_state(model, full_state_dict)
+        self._sync_groups()
         out = {}
         for i, opt in enumerate(self._optimizers):
             opt.hyper = self._hyper(self.param_groups[i])  # the state dict records the group's current values
@@ -463,6 +468,7 @@ class Optimizer(_hooks.HookMethods):
                 raise ValueError("%s: a parameter of shape %s is not in the model" % (type(self).__name__,
                                                                                     tuple(missing[0].shape)))
             return [[names[hash(p)] for p in g["params"]] for g in self.param_groups]
+        self._sync_groups()
         return [_C._optimizer_param_fqns(model, opt) for opt in self._optimizers]
 
     def _python_checkpoint_state(self, model, full_state_dict):
@@ -536,6 +542,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
+        _check_lr(lr, foreach, capturable)
         _unsupported(type(self).__name__, capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
@@ -546,6 +553,7 @@ class Adam(Optimizer):
                                       amsgrad=bool(amsgrad), maximize=bool(maximize), foreach=foreach,
                                       capturable=False, differentiable=False, fused=fused,
                                       decoupled_weight_decay=self._decoupled))
+        _no_fused_foreach(fused, foreach)
 
     def _decoupled_in(self, group):
         """The group's own decoupled_weight_decay (a param group may set it, as torch's), else the constructor's."""
@@ -589,12 +597,14 @@ class AdamW(Adam):
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
+        _check_lr(lr)
         _unsupported("SGD", differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=bool(maximize), foreach=foreach,
                                       differentiable=False, fused=fused))
+        _no_fused_foreach(fused, foreach)
 
     @staticmethod
     def _hyper(g):
@@ -618,6 +628,20 @@ class SGD(Optimizer):
                       weight_decay=float(g["weight_decay"]), nesterov=bool(g["nesterov"]))
 
 
+def _check_lr(lr, foreach=None, capturable=True):
+    """torch's checks of a tensor lr (Adam's also refuses one with foreach=True and capturable=False)."""
+    if isinstance(lr, _C.Tensor):
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+
+
+def _no_fused_foreach(fused, foreach):
+    if fused and foreach:  # (torch checks after the groups are built)
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
 def _unsupported(name, **flags):
     on = [k for k, v in flags.items() if v]
     if on:
@@ -631,6 +655,7 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
+        _check_lr(lr)
         _unsupported("RMSprop", capturable=capturable, differentiable=differentiable)
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, capturable=False, foreach=foreach,
@@ -659,10 +684,12 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
+        _check_lr(lr)
         _unsupported("Adagrad", differentiable=differentiable)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=bool(maximize), differentiable=False, fused=fused))
+        _no_fused_foreach(fused, foreach)
         # torch creates the constructor's parameters' state here (state_dict() shows step 0 and the filled sum
         # before any step); groups added later get theirs at their first step
         from .._tensor import full_like
@@ -692,6 +719,7 @@ class _AdamRelative(Optimizer):
     _extras = ()  # (name, default) beyond betas, eps and weight_decay
 
     def __init__(self, params, lr, betas, eps, weight_decay, flags, **extras):
+        _check_lr(lr)
         name = type(self).__name__
         extras["maximize"] = bool(flags.pop("maximize", False))
         extras["foreach"] = flags.pop("foreach", None)
@@ -787,6 +815,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
+        _check_lr(lr)
         _unsupported("Adadelta", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
@@ -819,16 +848,6 @@ from ._adafactor import Adafactor  # noqa: E402 (likewise)
 from ._lbfgs import LBFGS  # noqa: E402 (likewise: step(closure))
 from . import swa_utils  # noqa: E402,F401 (AveragedModel: SWA and EMA of a model)
 
-
-
-class _RequiredParameter:
-    """torch.optim.optimizer.required: the default of an option a custom optimizer's caller must give."""
-
-    def __repr__(self):
-        return "<required parameter>"
-
-
-required = _RequiredParameter()
 
 
 def _torch_submodules():

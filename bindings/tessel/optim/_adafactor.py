@@ -16,7 +16,7 @@ import math
 
 from .. import _C
 from .._dtypes import finfo
-from . import Optimizer, _scalar_dtype
+from . import Optimizer, _check_lr, _scalar_dtype
 
 
 def _factor_zeros(grad, dim):
@@ -37,6 +37,7 @@ def _factor_zeros(grad, dim):
 class Adafactor(Optimizer):
     def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0, *,
                  foreach=None, maximize=False):
+        _check_lr(lr)
         if not 0.0 <= lr:
             raise ValueError("Learning rate should be >= 0 but is: %s" % lr)
         if not 0.0 >= beta2_decay:

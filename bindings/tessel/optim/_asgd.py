@@ -6,12 +6,13 @@ set_default_dtype(float64)), as torch keeps them, so the steps equal torch's."""
 import numpy as np
 
 from .. import _C
-from . import Optimizer, _scalar_dtype, _unsupported
+from . import Optimizer, _check_lr, _scalar_dtype, _unsupported
 
 
 class ASGD(Optimizer):
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
                  maximize=False, differentiable=False, capturable=False):
+        _check_lr(lr)
         _unsupported("ASGD", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)

@@ -29,6 +29,18 @@ def register_optimizer_step_post_hook(hook):
     return handle
 
 
+_HOOK_DICTS = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
+               "_optimizer_state_dict_post_hooks", "_optimizer_load_state_dict_pre_hooks",
+               "_optimizer_load_state_dict_post_hooks")
+
+
+def init_hook_dicts(opt):
+    """torch's Optimizer.__init__ makes the six per-optimizer hook dicts (code that reads them, such as
+    torch.compile's or a checkpoint utility's, finds them empty rather than missing)."""
+    for name in _HOOK_DICTS:
+        opt.__dict__.setdefault(name, collections.OrderedDict())
+
+
 def _hooks(opt, name):
     d = opt.__dict__.get(name)
     if d is None:

@@ -6,12 +6,15 @@ search (line_search_fn="strong_wolfe": cubic interpolation, c1 1e-4, c2 0.9, as 
 tolerance_grad (max |g|), tolerance_change (the step or the loss change) or the evaluation budget, and keeps its
 state (direction, step, history) across step() calls as torch does, in self.state of the first parameter.
 
-The vectors stay per parameter instead of one flattened copy, and every dot product sums the per-parameter
-ones: fully_shard parameters work as they are (the history is sharded like the parameters, the dots reduce
-across ranks), and a sharded run follows one rank's, provided the closure returns the same loss on every rank
-(all-reduce it: the line search branches on it, and ranks that branch apart raise a collective mismatch).
-Scalars (ρ, the initial scaling, the dots) are rounded to the parameters' dtype (float32 unless they are
-float64) as torch's 0-d tensors hold them, so the iterates match torch's to that rounding.
+The vectors (the gradient, the direction, the history) are torch's: one flat tensor over every parameter's
+elements, so each dot product accumulates over the whole vector in the parameters' dtype, and the state holds
+torch's layout (flat d, prev_flat_grad, old_dirs, old_stps; 0-d tensors H_diag, ro and al). With fully_shard
+parameters they stay per parameter instead (_PerParam): the history is sharded like the parameters, every dot
+sums the per-parameter ones (reduced across ranks), and a sharded run follows one rank's, provided the closure
+returns the same loss on every rank (all-reduce it: the line search branches on it, and ranks that branch apart
+raise a collective mismatch). Scalars (ρ, the initial scaling, the dots) are rounded to the parameters' dtype
+(float32 unless they are float64) as torch's 0-d tensors hold them, so the iterates match torch's to that
+rounding (and to the order in which the dots add up).
 
     opt = tessel.optim.LBFGS(model.parameters(), lr=1, line_search_fn="strong_wolfe")
     def closure():
@@ -26,7 +29,7 @@ import builtins
 import numpy as np
 
 from .. import _C
-from . import Optimizer
+from . import Optimizer, _check_lr
 
 
 def _f32(x):
@@ -123,9 +126,77 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     return bf[low], bg[low], bracket[low], evals
 
 
+class _PerParam:
+    """Vectors as one tensor per parameter (fully_shard parameters: each a DTensor shard)."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def gradient(self, grads):
+        return grads
+
+    def add(self, step, direction):
+        for p, d in zip(self.params, direction):
+            p.add_(d, alpha=step)
+
+    def load(self, x):
+        """A state vector as this layout keeps it: a per-parameter list as it is; torch's flat tensor refused (it
+        would need the full parameters)."""
+        if not isinstance(x, _C.Tensor):
+            return x
+        raise ValueError("LBFGS: a loaded state vector of shape %s is torch's flat layout, which sharded parameters "
+                         "cannot take (they keep tessel's per-parameter lists)" % (tuple(x.shape),))
+
+    def store(self, v):
+        return v
+
+    def scalar(self, x):
+        return x
+
+
+class _Flat:
+    """Vectors as torch keeps them: one flat tensor over every parameter's elements, in order (a one-element list,
+    so the loop's per-item arithmetic is the same for both layouts)."""
+
+    def __init__(self, params):
+        self.params = params
+        self.sizes = [p.numel() for p in params]
+        self.dtype = params[0].dtype
+
+    def gradient(self, grads):
+        from .. import cat
+        return [cat([g.reshape(-1) for g in grads])]
+
+    def add(self, step, direction):
+        at = 0
+        for p, n in zip(self.params, self.sizes):
+            p.add_(direction[0][at:at + n].view(tuple(p.shape)), alpha=step)
+            at += n
+
+    def load(self, x):
+        """A state vector (torch's flat tensor, or a per-parameter list tessel kept before) in this layout."""
+        if x is None:
+            return None
+        if not isinstance(x, _C.Tensor):
+            from .. import cat
+            x = cat([v.reshape(-1) for v in x])
+        if x.dim() != 1 or x.numel() != builtins.sum(self.sizes):
+            raise ValueError("LBFGS: a loaded state vector of shape %s is not one flat vector over this optimizer's "
+                             "%d parameter elements" % (tuple(x.shape), builtins.sum(self.sizes)))
+        return [x.to(self.dtype)]
+
+    def store(self, v):
+        return v[0]
+
+    def scalar(self, x):
+        """torch's 0-d tensor of the vectors' dtype (ρ, H_diag, α)."""
+        return _C._full([], x, self.dtype)
+
+
 class LBFGS(Optimizer):
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
                  history_size=100, line_search_fn=None, *, maximize=False):
+        _check_lr(lr)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if max_eval is None:
@@ -142,32 +213,11 @@ class LBFGS(Optimizer):
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         super().add_param_group(param_group)
 
-    def _per_param(self, x):
-        """A vector of the state as one tensor per parameter: torch's layout (one flat tensor over every parameter,
-        which a torch-saved state's d, prev_flat_grad and history hold) split into views of each parameter's
-        shape; this optimizer's own lists (and None) as they are."""
-        if not isinstance(x, _C.Tensor):
-            return x
-        sizes = [p.numel() for p in self._params]
-        if x.dim() != 1 or x.numel() != builtins.sum(sizes) or builtins.any(p.is_distributed for p in self._params):
-            raise ValueError("LBFGS: a loaded state vector of shape %s is not one flat vector over this optimizer's "
-                             "%d parameter elements (torch's layout; sharded parameters keep tessel's per-parameter "
-                             "lists)" % (tuple(x.shape), builtins.sum(sizes)))
-        out, at = [], 0
-        for p, n in zip(self._params, sizes):
-            out.append(x[at:at + n].reshape(tuple(p.shape)).to(p.dtype).clone())
-            at += n
-        return out
-
-    def _gradient(self):
-        """The gradient, one tensor per parameter (zeros where a parameter has none), negated to maximize."""
+    def _gradient(self, space):
+        """The gradient in the space's layout (zeros where a parameter has none), negated to maximize."""
         from .._tensor import zeros_like
         out = [p.grad.clone() if p.grad is not None else zeros_like(p) for p in self._params]
-        return [-g for g in out] if self.param_groups[0]["maximize"] else out
-
-    def _add(self, step, direction):
-        for p, d in zip(self._params, direction):
-            p.add_(d, alpha=step)
+        return space.gradient([-g for g in out] if self.param_groups[0]["maximize"] else out)
 
     def step(self, closure):
         if closure is None:
@@ -190,6 +240,8 @@ class LBFGS(Optimizer):
 
         # scalars rounded as torch's 0-d tensors of the parameters' dtype hold them
         rnd = float if builtins.all(p.dtype == _C.dtype.float64 for p in self._params) else _f32
+        space = _PerParam(self._params) if builtins.any(p.is_distributed for p in self._params) \
+            else _Flat(self._params)
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
@@ -198,22 +250,23 @@ class LBFGS(Optimizer):
         evals = 1
         state["func_evals"] += 1
         with _C._GradMode(False):
-            g = self._gradient()
+            g = self._gradient(space)
             if _abs_max(g) <= tolerance_grad:
                 return orig_loss
-            d, t = self._per_param(state.get("d")), _number(state.get("t"))
-            old_dirs = None if state.get("old_dirs") is None else [self._per_param(v) for v in state["old_dirs"]]
-            old_stps = None if state.get("old_stps") is None else [self._per_param(v) for v in state["old_stps"]]
+            d, t = space.load(state.get("d")), _number(state.get("t"))
+            old_dirs = None if state.get("old_dirs") is None else [space.load(v) for v in state["old_dirs"]]
+            old_stps = None if state.get("old_stps") is None else [space.load(v) for v in state["old_stps"]]
             ro = None if state.get("ro") is None else [_number(v) for v in state["ro"]]
             h_diag, prev_loss = _number(state.get("H_diag")), _number(state.get("prev_loss"))
-            prev_g = self._per_param(state.get("prev_flat_grad"))
+            prev_g = space.load(state.get("prev_flat_grad"))
+            al = None if state.get("al") is None else [_number(v) for v in state["al"]]
             n_iter = 0
             while n_iter < max_iter:
                 n_iter += 1
                 state["n_iter"] += 1
                 if state["n_iter"] == 1:
                     d = [-x for x in g]
-                    old_dirs, old_stps, ro, h_diag = [], [], [], 1.0
+                    old_dirs, old_stps, ro, h_diag = [], [], [], 1  # (torch's H_diag: the int 1 until a pair)
                 else:
                     y = [a - b for a, b in zip(g, prev_g)]
                     s = [x * t for x in d]
@@ -225,19 +278,23 @@ class LBFGS(Optimizer):
                         old_stps.append(s)
                         ro.append(rnd(1.0 / ys))
                         h_diag = rnd(ys / _dot(y, y, rnd))
-                    al = [0.0] * len(old_dirs)
+                    if al is None:  # torch's α: one slot per history entry, kept across iterations and steps
+                        al = [None] * history_size
                     q = [-x for x in g]
                     for i in range(len(old_dirs) - 1, -1, -1):
                         al[i] = rnd(_dot(old_stps[i], q, rnd) * ro[i])
-                        q = [a - b * al[i] for a, b in zip(q, old_dirs[i])]
+                        q = [a.add(b, alpha=-al[i]) for a, b in zip(q, old_dirs[i])]  # (one rounding, as torch's)
                     r = [x * h_diag for x in q]
                     for i in range(len(old_dirs)):
                         be = rnd(_dot(old_dirs[i], r, rnd) * ro[i])
-                        r = [a + b * (al[i] - be) for a, b in zip(r, old_stps[i])]
+                        r = [a.add(b, alpha=rnd(al[i] - be)) for a, b in zip(r, old_stps[i])]
                     d = r
                 prev_g, prev_loss = [x.clone() for x in g], loss
-                t = builtins.min(1.0, rnd(1.0 / builtins.sum(float(x.abs().sum().item()) for x in g))) * lr \
-                    if state["n_iter"] == 1 else lr
+                if state["n_iter"] == 1:  # torch's first step: min(1, 1/|g|₁)·lr, a 0-d tensor when 1/|g|₁ < 1
+                    inverse = rnd(1.0 / builtins.sum(float(x.abs().sum().item()) for x in g))
+                    t = rnd(inverse * lr) if inverse < 1.0 else lr
+                else:
+                    t = lr
                 gtd = _dot(g, d, rnd)
                 if gtd > -tolerance_change:  # not a descent direction
                     break
@@ -246,30 +303,34 @@ class LBFGS(Optimizer):
                     start = [p.clone() for p in self._params]
 
                     def at(step):
-                        self._add(step, d)
+                        space.add(step, d)
                         value = sign * value_of(evaluate_loss())
-                        grad = self._gradient()
+                        grad = self._gradient(space)
                         for p, x in zip(self._params, start):
                             p.copy_(x)
                         return value, grad
                     loss, g, t, step_evals = _strong_wolfe(at, t, d, loss, g, gtd, max_ls=max_eval - evals,
                                                           rounded=rnd)
-                    self._add(t, d)
+                    space.add(t, d)
                     done = _abs_max(g) <= tolerance_grad
                 else:
-                    self._add(t, d)
+                    space.add(t, d)
                     done = False
                     if n_iter != max_iter:
                         loss = sign * value_of(evaluate_loss())
-                        g = self._gradient()
+                        g = self._gradient(space)
                         done = _abs_max(g) <= tolerance_grad
                         step_evals = 1
                 evals += step_evals
                 state["func_evals"] += step_evals
                 if n_iter == max_iter or evals >= max_eval or done:
                     break
-                if _abs_max(d) * abs(t) <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
+                if _abs_max([x * t for x in d]) <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
                     break
-            state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=h_diag, prev_flat_grad=prev_g,
-                         prev_loss=prev_loss)
+            if al is not None:
+                state["al"] = [None if v is None else space.scalar(v) for v in al]
+            state.update(d=space.store(d), t=t, old_dirs=[space.store(v) for v in old_dirs],
+                         old_stps=[space.store(v) for v in old_stps], ro=[space.scalar(v) for v in ro],
+                         H_diag=space.scalar(h_diag) if isinstance(h_diag, float) else h_diag,
+                         prev_flat_grad=space.store(prev_g), prev_loss=prev_loss)
         return orig_loss

@@ -11,7 +11,7 @@ parameters every op is a DTensor op, so the iteration sees the whole matrix.
 import math
 
 from .. import _C
-from . import Optimizer
+from . import Optimizer, _check_lr
 
 _A, _B, _C_COEF = 3.4445, -4.7750, 2.0315
 _ADJUSTMENTS = (None, "original", "match_rms_adamw", "spectral_unclamped")
@@ -52,6 +52,7 @@ def _adjusted_lr(lr, adjust_lr_fn, shape):
 class Muon(Optimizer):
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(_A, _B, _C_COEF), eps=1e-7, ns_steps=5, adjust_lr_fn=None):
+        _check_lr(lr)
         if not 0.0 <= lr:
             raise ValueError("Learning rate should be >= 0 but is: %s" % lr)
         if not 0.0 <= momentum:

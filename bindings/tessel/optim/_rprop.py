@@ -2,12 +2,13 @@
 step size: multiplied by etaplus where the gradient kept its sign, by etaminus where it flipped (and that element
 then takes no step and forgets its gradient), clamped to step_sizes; the parameter moves by -sign(grad)·step."""
 from .. import _C
-from . import Optimizer, _scalar_dtype, _unsupported
+from . import Optimizer, _check_lr, _scalar_dtype, _unsupported
 
 
 class Rprop(Optimizer):
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
                  maximize=False, differentiable=False):
+        _check_lr(lr)
         _unsupported("Rprop", capturable=capturable, differentiable=differentiable)
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)

@@ -3,16 +3,21 @@
 _LiveEntry: each entry read from and written through to the group's C++ optimizer, per parameter), and how a
 loaded state value meets its parameter (_loaded_value: the parameter's dtype and placements).
 """
+import collections
 import collections.abc
 
 from .. import _C
 
 
-class _ParamState(collections.abc.MutableMapping):
+class _ParamState(collections.abc.MutableMapping, collections.defaultdict):
     """torch's Optimizer.state: a defaultdict(dict) keyed by parameter, here by the tensor's identity (hash), so
-    a lookup never compares two tensors elementwise."""
+    a lookup never compares two tensors elementwise. It is a defaultdict (isinstance(state, dict), as torch's:
+    helpers that walk dicts, such as moving optimizer state to a device, reach it), but its entries live in
+    _entries: the Mapping methods come first in its MRO, and the dict methods that would read the (empty) dict
+    storage underneath are defined here."""
 
     def __init__(self):
+        collections.defaultdict.__init__(self, dict)
         self._entries = {}  # hash(p) -> (p, its state dict)
 
     def __getitem__(self, p):
@@ -39,10 +44,36 @@ class _ParamState(collections.abc.MutableMapping):
     def __len__(self):
         return len(self._entries)
 
+    def __repr__(self):
+        return "defaultdict(%r, {%s})" % (dict, ", ".join("%r: %r" % kv for kv in self.items()))
+
+    def __reversed__(self):
+        return reversed(list(self))
+
+    def copy(self):
+        new = _ParamState()
+        new.update(self.items())
+        return new
+
+    __copy__ = copy
+
+    def __or__(self, other):
+        new = self.copy()
+        new.update(other)
+        return new
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __reduce__(self):  # (pickle: the entries, not the dict storage underneath)
+        return (_rebuilt_state, (list(self.items()),))
+
     def __deepcopy__(self, memo):
         """Keyed by the copies' identities (the entries' keys are the originals' hashes)."""
         import copy
         new = type(self).__new__(type(self))
+        collections.defaultdict.__init__(new, dict)
         memo[id(self)] = new
         new.__dict__.update(copy.deepcopy({k: v for k, v in self.__dict__.items() if k != "_entries"}, memo))
         new._entries = {}
@@ -50,6 +81,12 @@ class _ParamState(collections.abc.MutableMapping):
             p2, value2 = copy.deepcopy((p, value), memo)
             new._entries[hash(p2)] = (p2, value2)
         return new
+
+
+def _rebuilt_state(items):
+    state = _ParamState()
+    state.update(items)
+    return state
 
 
 class _LiveState(_ParamState):

@@ -63,8 +63,10 @@ class LRScheduler:
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
-                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming an "
-                                   "optimizer" % i)
+                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming scheduler "
+                                   "with last_epoch >= 0.\nThis typically happens when:\n1. You're trying to resume "
+                                   "training from a checkpoint but haven't properly loaded the optimizer state\n2. "
+                                   "You're using last_epoch >= 0 for a fresh training run (not recommended)" % i)
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_step_called(optimizer)
@@ -99,22 +101,33 @@ class LRScheduler:
         self._last_lr = self._lrs()
 
     def step(self, epoch=None):
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", True):
-            import warnings
+        if self._step_count == 1:
+            self._warn_step_order()
+        if epoch is not None:
+            _warn_epoch_deprecated()
+        self._step_count += 1
+        self._update_lr(epoch)
+
+    def _warn_step_order(self):
+        """torch's checks at the second scheduler step: optimizer.step replaced after the scheduler wrapped it
+        (so the order can no longer be seen), or the optimizer not stepped yet (its first lr is skipped)."""
+        import warnings
+        called = getattr(self.optimizer, "_opt_called", None)  # (None: an optimizer the wrapper could not reach)
+        if called is None:
+            return
+        if not getattr(self.optimizer.step, "_wrapped_by_lr_sched", False):
+            warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                          "initialization. Please, make sure to call `optimizer.step()` before "
+                          "`lr_scheduler.step()`. See more details at "
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                          stacklevel=3)
+        elif not called:
             warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
                           "later, you should call them in the opposite order: `optimizer.step()` before "
                           "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
                           "value of the learning rate schedule. See more details at "
-                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning)
-        if epoch is not None:
-            import warnings
-            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
-                          "possible. Please use `scheduler.step()` to step the scheduler. During the deprecation, if "
-                          "epoch is different from None, the closed form is used instead of the new chainable form, "
-                          "where available. Please open an issue if you are unable to replicate your use case: "
-                          "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning)
-        self._step_count += 1
-        self._update_lr(epoch)
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                          stacklevel=3)
 
     def _update_lr(self, epoch=None):
         """One schedule step without step()'s checks and count (SequentialLR restarts a scheduler with it)."""
@@ -151,14 +164,20 @@ class LRScheduler:
                 fn.__dict__.update(saved)
 
 
+def _lr_lambdas(optimizer, lr_lambda):
+    """One lr_lambda per parameter group (one given for all, or a list of as many as there are groups)."""
+    n = len(optimizer.param_groups)
+    lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+    if len(lambdas) != n:
+        raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(lambdas)))
+    return lambdas
+
+
 class LambdaLR(LRScheduler):
     """lr = initial lr × lr_lambda(step)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(self.lr_lambdas) != n:
-            raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(self.lr_lambdas)))
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -170,8 +189,10 @@ class MultiplicativeLR(LRScheduler):
     """lr ×= lr_lambda(step) at every step after the first."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
+        for fn in self.lr_lambdas:  # (torch checks here, not LambdaLR)
+            if not callable(fn):
+                raise TypeError("lr_lambda should be a function, but got %s" % type(fn).__name__)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -315,7 +336,6 @@ class SequentialLR(LRScheduler):
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:  # back to the initial lrs; undo the schedulers' own first steps
             _set_lr(g, g["initial_lr"])
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         for s in self._schedulers:
             s.last_epoch -= 1
         first = self._schedulers[0]
@@ -402,14 +422,22 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                     self.T_i = self.T_0 * self.T_mult ** n
             else:
                 self.T_i, self.T_cur = self.T_0, epoch
-        self.last_epoch = math.floor(epoch)
-        self._step_count += 1
+        self.last_epoch = math.floor(epoch)  # (no _step_count: torch's stays 0, so no step-order warning)
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
         self._set_lrs(values)
+
+
+def _warn_epoch_deprecated():
+    import warnings
+    warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
+                  "possible. Please use `scheduler.step()` to step the scheduler. During the deprecation, if "
+                  "epoch is different from None, the closed form is used instead of the new chainable form, "
+                  "where available. Please open an issue if you are unable to replicate your use case: "
+                  "https://github.com/pytorch/pytorch/issues/new/choose.", UserWarning, stacklevel=3)
 
 
 def _per_group(optimizer, name, value):
@@ -419,8 +447,8 @@ def _per_group(optimizer, name, value):
         if len(value) != n:
             raise ValueError("%s must have the same length as optimizer.param_groups. %s has %d values, "
                              "param_groups has %d." % (name, name, len(value), n))
-        return list(value)
-    return [value] * n
+        return [_snapshot(v) for v in value]
+    return [_snapshot(value) for _ in range(n)]
 
 
 class _MomentumCycle:
@@ -440,10 +468,14 @@ class _MomentumCycle:
                 g["max_momentum"], g["base_momentum"] = top, low
 
     def set(self, group, momentum):
-        if self.use_beta1:
-            group["betas"] = (momentum,) + tuple(group["betas"][1:])
-        else:
-            group["momentum"] = momentum
+        _set_momentum(group, momentum, self.use_beta1)
+
+
+def _set_momentum(group, momentum, use_beta1):
+    if use_beta1:
+        group["betas"] = (momentum,) + tuple(group["betas"][1:])
+    else:
+        group["momentum"] = momentum
 
 
 def _without_momentum_object(scheduler, state):
@@ -476,11 +508,13 @@ class OneCycleLR(LRScheduler):
     """torch's OneCycleLR (per batch): from max_lr/div_factor up to max_lr over pct_start of the steps, then
     down to max_lr/(div_factor·final_div_factor); cosine or linear annealing; three_phase as torch. With
     cycle_momentum (the default) momentum, or Adam's beta1, goes the other way: max_momentum down to
-    base_momentum while the lr rises, and back."""
+    base_momentum while the lr rises, and back. Its attributes (the state dict) are torch's: the phases as
+    dicts naming the group keys they anneal between, the anneal function by name."""
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
                  div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        self.optimizer = optimizer
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
@@ -490,31 +524,38 @@ class OneCycleLR(LRScheduler):
             total_steps = epochs * steps_per_epoch
         elif total_steps <= 0 or not isinstance(total_steps, int):  # torch's checks
             raise ValueError("Expected positive integer total_steps, but got %s" % total_steps)
+        self.total_steps = total_steps
+        up = float(pct_start * total_steps) - 1
+        if three_phase:
+            phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
+                       "max_momentum"),
+                      (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+        self._schedule_phases = [dict(zip(keys, phase)) for phase in phases]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
             raise ValueError("Expected float between 0 and 1 pct_start, but got %s" % pct_start)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got %s" % anneal_strategy)
-        self.total_steps = total_steps
-        self._anneal = (lambda a, b, p: b + (a - b) / 2.0 * (math.cos(math.pi * p) + 1)) if anneal_strategy == "cos" \
-            else (lambda a, b, p: (b - a) * p + a)
-        n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        self._anneal_func_type = anneal_strategy
+        max_lrs = _per_group(optimizer, "max_lr", max_lr)
         if last_epoch == -1:
             for g, m in zip(optimizer.param_groups, max_lrs):
                 g["initial_lr"] = m / div_factor
                 g["max_lr"] = m
                 g["min_lr"] = g["initial_lr"] / final_div_factor
-        # (last step of the phase, lr from, lr to, momentum from, momentum to)
-        if three_phase:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum",
-                             "max_momentum"),
-                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
-        else:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
-        self._momentum = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch) if cycle_momentum else None
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = _MomentumCycle(optimizer, base_momentum, max_momentum, last_epoch).use_beta1
         super().__init__(optimizer, last_epoch)
+
+    def _anneal_func(self, start, end, pct):
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
 
     def get_lr(self):
         self._warn_outside_step()
@@ -525,22 +566,27 @@ class OneCycleLR(LRScheduler):
         out = []
         for g in self.optimizer.param_groups:
             start = 0
-            for i, (end, a, b, m_from, m_to) in enumerate(self._phases):
-                if step <= end or i == len(self._phases) - 1:
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
+                if step <= end or i == len(self._schedule_phases) - 1:
                     pct = (step - start) / (end - start)
-                    out.append(self._anneal(g[a], g[b], pct))
-                    if self._momentum is not None:
-                        self._momentum.set(g, self._anneal(g[m_from], g[m_to], pct))
+                    out.append(self._anneal_func(g[phase["start_lr"]], g[phase["end_lr"]], pct))
+                    if self.cycle_momentum:
+                        m = self._anneal_func(g[phase["start_momentum"]], g[phase["end_momentum"]], pct)
+                        _set_momentum(g, m, self.use_beta1)
                     break
                 start = end
         return out
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_anneal")}
-        return _without_momentum_object(self, state)
-
     def load_state_dict(self, state_dict):
-        _restore_momentum_object(self, state_dict)
+        state = dict(state_dict)
+        old = state.pop("_phases", None)  # (a state dict tessel wrote before it kept torch's attributes)
+        if old is not None:
+            keys = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+            state.setdefault("_schedule_phases", [dict(zip(keys, phase)) for phase in old])
+        for key in ("base_momentums", "max_momentums"):
+            state.pop(key, None)
+        super().load_state_dict(state)
 
 
 class CyclicLR(LRScheduler):
@@ -647,35 +693,51 @@ class ChainedScheduler(LRScheduler):
 
 class ReduceLROnPlateau(LRScheduler):
     """torch's ReduceLROnPlateau: lr × factor once the metric has not improved (by threshold, rel or abs)
-    for more than `patience` steps, then `cooldown` steps of rest; never below min_lr."""
+    for more than `patience` steps, then `cooldown` steps of rest; never below min_lr. A group added to the
+    optimizer later takes a min_lr given as one number (default_min_lr); with a list, torch's RuntimeError.
+    Its attributes (the state dict) are torch's, in torch's order."""
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
                  cooldown=0, min_lr=0, eps=1e-8):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
+        self.factor = factor
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError("expected %d min_lrs, got %d" % (n, len(min_lr)))
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self._last_lr = self._lrs()
+        self._init_is_better(mode, threshold, threshold_mode)
+        self.best = self.mode_worse
+        self.cooldown_counter = self.num_bad_epochs = 0
+
+    def _init_is_better(self, mode, threshold, threshold_mode):
         if mode not in ("min", "max"):
             raise ValueError("mode " + str(mode) + " is unknown!")
         if threshold_mode not in ("rel", "abs"):
             raise ValueError("threshold mode " + str(threshold_mode) + " is unknown!")
-        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
-        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
-        n = len(optimizer.param_groups)
-        if isinstance(min_lr, (list, tuple)) and len(min_lr) != n:
-            raise ValueError("expected %d min_lrs, got %d" % (n, len(min_lr)))
-        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
-        self.best = math.inf if mode == "min" else -math.inf
-        self.num_bad_epochs = self.cooldown_counter = 0
-        self.last_epoch = 0
-        self._last_lr = self._lrs()
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
 
     def _better(self, a):
+        rel = self.threshold_mode == "rel"
         if self.mode == "min":
-            return a < (self.best * (1 - self.threshold) if self.threshold_mode == "rel" else self.best - self.threshold)
-        return a > (self.best * (1 + self.threshold) if self.threshold_mode == "rel" else self.best + self.threshold)
+            return a < (self.best * (1 - self.threshold) if rel else self.best - self.threshold)
+        return a > (self.best * (1 + self.threshold) if rel else self.best + self.threshold)
 
     def step(self, metrics, epoch=None):
         current = float(metrics)
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            _warn_epoch_deprecated()
+        self.last_epoch = epoch
         if self._better(current):
             self.best, self.num_bad_epochs = current, 0
         else:
@@ -684,13 +746,28 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
-                old = float(group["lr"])
-                new = max(old * self.factor, min_lr)
-                if old - new > self.eps:
-                    _set_lr(group, new)
+            self._reduce_lr()
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = self._lrs()
+
+    def _reduce_lr(self):
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):  # groups added (unfrozen layers) since the scheduler was made
+            if self.default_min_lr is None:
+                raise RuntimeError("The number of param groups in the `optimizer` (%d) differs from when "
+                                   "`ReduceLROnPlateau` was initialized (%d), usually due to a new param group "
+                                   "being added to the optimizer. Please modify the `min_lrs` field to match the "
+                                   "length of the `optimizer` param groups." % (len(groups), len(self.min_lrs)))
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for group, min_lr in zip(groups, self.min_lrs):
+            old = float(group["lr"])
+            new = max(old * self.factor, min_lr)
+            if old - new > self.eps:
+                _set_lr(group, new)
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
 def warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
