@@ -90,6 +90,12 @@ struct IntLike {
   py::int_ value;
 };
 
+// An operator overload's operand that is a complex number: a Python complex or a numpy complex scalar (t * 1j).
+// Its caster takes nothing else, in either of pybind's passes, so the overloads before it keep every real case.
+struct ComplexNumber {
+  py::object value;
+};
+
 }  // namespace tessel::bindings
 
 namespace pybind11::detail {
@@ -113,6 +119,17 @@ struct type_caster<tessel::bindings::IntLike> {
       return false;
     }
     value.value = reinterpret_steal<int_>(i);
+    return true;
+  }
+};
+template <>
+struct type_caster<tessel::bindings::ComplexNumber> {
+  PYBIND11_TYPE_CASTER(tessel::bindings::ComplexNumber, const_name("complex"));
+  bool load(handle src, bool /*convert*/) {
+    if (!PyComplex_Check(src.ptr()) && std::string_view(Py_TYPE(src.ptr())->tp_name).find("numpy.complex") != 0) {
+      return false;
+    }
+    value.value = reinterpret_borrow<object>(src);
     return true;
   }
 };

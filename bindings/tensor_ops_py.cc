@@ -314,6 +314,12 @@ auto IntScalarOperator(Op op, Exact exact) {
   };
 }
 
+// self <op> number for a complex number: the tensor promoted to torch's result type, as a complex tensor, then the
+// operator (tessel/_complex_torch.py).
+py::object ComplexNumberOperation(const char* name, const py::object& self, const py::object& number) {
+  return py::module_::import("tessel._complex_torch").attr("number_operation")(name, self, number);
+}
+
 void BindArithmetic(py::class_<Tensor>& c) {
   const auto ExactAdd = [](const Tensor& t, const Tensor& n) { return Add(t, n); };
   const auto ExactMul = [](const Tensor& t, const Tensor& n) { return Mul(t, n); };
@@ -388,7 +394,9 @@ void BindArithmetic(py::class_<Tensor>& c) {
            py::is_operator())
       .def("__rpow__", [](const Tensor& e, py::float_ base) { return TensorPow(std::move(base), py::cast(e)); },
            py::is_operator())
-      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); })
+      // (an operator: t @ z is NotImplemented, so a ComplexTensor's __rmatmul__ runs; it raised pybind's TypeError)
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return NoGil([&] { return Matmul(a, b); }); },
+           py::is_operator())
       .def("__abs__", [](const Tensor& a) { return NoGil([&] { return Abs(a); }); })
       .def("add", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Add(x, y); }); })
       .def("mul", [](const Tensor& a, const Tensor& b) { return NoGil([&] { const auto [x, y] = Promoted(a, b); return Mul(x, y); }); })
@@ -441,6 +449,13 @@ void BindArithmetic(py::class_<Tensor>& c) {
       return reflected ? t.attr(forward.c_str())(self) : self.attr(forward.c_str())(t);
     }, py::is_operator());
   }
+  // Last of all: a Python (or numpy) complex number, t * 1j, goes to the complex tensors' Python side
+  // (ComplexNumberOperation). Real operands never get this far: no cost on their paths.
+  for (const char* name : {"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                           "__rtruediv__", "__pow__", "__rpow__"}) {
+    c.def(name, [name](py::object self, const ComplexNumber& z) { return ComplexNumberOperation(name, self, z.value); },
+          py::is_operator());
+  }
 }
 
 void BindComparisons(py::class_<Tensor>& c) {
@@ -477,9 +492,15 @@ void BindComparisons(py::class_<Tensor>& c) {
       {"__le__", [](const Tensor& a, const Tensor& b) { return Le(a, b); }},
       {"__ge__", [](const Tensor& a, const Tensor& b) { return Ge(a, b); }}};
   for (const auto& [name, cmp] : with_scalar) {
-    // Anything but a tensor or a number: NotImplemented, so Python falls back (t == None is False, as torch).
+    // Anything but a tensor or a number: NotImplemented, so Python falls back (t == None is False, as torch); a
+    // complex number compares through the complex side (== and != only: ordering one raises there).
     c.def(name, [=, cmp = cmp](const Tensor& a, const py::object& v) -> py::object {
-      if (!scalar(v)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      if (!scalar(v)) {
+        const bool complex_number = PyComplex_Check(v.ptr()) ||
+                                    std::string_view(Py_TYPE(v.ptr())->tp_name).find("numpy.complex") == 0;
+        return complex_number ? ComplexNumberOperation(name, py::cast(a), v)
+                              : py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      }
       const auto [x, y] = operands(a, v);
       return py::cast(NoGil([&] { return cmp(x, y); }));
     }, py::is_operator());

@@ -1,6 +1,6 @@
 """Complex tensors (tessel/_complex.py) in tessel's namespace: torch functions given a complex tensor, and
-Tensor's operators given a Python complex number (t * 1j, 1j * t, t == 1j: the real tensor promoted to torch's
-result type, then the complex operator).
+Tensor's operators given a Python complex number (t * 1j, 1j * t, t == 1j: the C++ operators' last overload
+calls number_operation: the real tensor promoted to torch's result type, then the complex operator).
 
 install() runs last in tessel/__init__.py, after every other module has placed its functions, and wraps those
 that need it: most of tessel's functions already call their first argument's method (tessel.exp, sum, reshape,
@@ -10,17 +10,12 @@ stack, matmul, where, einsum) try that first and turn to the complex implementat
 tensors pay no check there.
 """
 import functools
-import numbers
 
 from . import _C
 from ._complex import ComplexTensor, complex64, complex128
 from . import _complex_ops
 
 _Tensor = _C.Tensor
-
-
-def _is_complex_number(x):
-    return isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real)
 
 
 # ---- Tensor's operators with a Python complex number ------------------------------------------------------
@@ -30,19 +25,10 @@ def _promoted(t, number):
     return t.to(result_type(t, number))
 
 
-def _scalar_operator(name, method):
-    def op(self, other):
-        out = method(self, other)
-        if out is NotImplemented and _is_complex_number(other):
-            return getattr(_promoted(self, other), name)(other)
-        return out
-    op.__name__ = name
-    op.__doc__ = method.__doc__
-    return op
-
-
-_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-              "__eq__", "__ne__", "__pow__", "__rpow__")
+def number_operation(name, tensor, number):
+    """tensor <name> number for a complex number: what the C++ operators call (tensor_ops_py.cc
+    ComplexNumberOperation) once every real overload has declined, so real operands pay nothing for it."""
+    return getattr(_promoted(tensor, number), name)(number)
 
 
 # ---- functions ---------------------------------------------------------------------------------------------
@@ -166,24 +152,8 @@ _ON_FAILURE = dict(
     matmul=(_complex_ops.matmul, _any_arg), where=(_where, _any_arg), einsum=(_complex_ops.einsum, _einsum_args))
 
 
-def _matmul_operator(method):
-    """t @ z: torch's dtype error (the C++ operator raised pybind's TypeError for a complex right operand)."""
-    @functools.wraps(method)
-    def matmul(self, other):
-        try:
-            return method(self, other)
-        except TypeError:
-            if type(other) is not ComplexTensor:
-                raise
-        return _complex_ops.matmul(self, other)
-    return matmul
-
-
 def install(namespace):
-    """Wraps the namespace's functions (a dict: tessel's globals) and Tensor's operators."""
-    for name in _OPERATORS:
-        setattr(_Tensor, name, _scalar_operator(name, getattr(_Tensor, name)))
-    _Tensor.__matmul__ = _matmul_operator(_Tensor.__matmul__)
+    """Wraps the namespace's functions (a dict: tessel's globals)."""
     _Tensor.cfloat = lambda self: self.to(complex64)
     _Tensor.cdouble = lambda self: self.to(complex128)
     is_tensor = namespace["is_tensor"]
