@@ -776,9 +776,26 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     from ._tensor import rand_like
     if not training:
         slope = (lower + upper) / 2
+    elif not input.is_distributed and input.device.type == "cpu":
+        slope = _rrelu_slopes(input, lower, upper)
     else:
         slope = rand_like(input) * (upper - lower) + lower
     return _C._functional.where(input > 0, input, input * slope)  # at 0: the slope's gradient, as torch's
+
+
+def _rrelu_slopes(input, lower, upper):
+    """torch's CPU rrelu noise: in row-major order, each element <= 0 draws a double u (two host-stream words,
+    tessel._host_random) and takes the slope lower + u·(upper - lower) in double from the bounds as the input's
+    precision holds them (float32 below float64), rounded to the input's dtype; the others 1."""
+    import numpy as np
+    from ._host_random import host_doubles
+    from ._tensor import tensor
+    values = input.detach().contiguous().to(_C.dtype.float64).numpy().ravel()
+    slopes = np.ones(values.shape)
+    drawn = values <= 0
+    bound = float if input.dtype == _C.dtype.float64 else (lambda v: float(np.float32(v)))
+    slopes[drawn] = host_doubles(int(drawn.sum())) * (bound(upper) - bound(lower)) + bound(lower)
+    return tensor(slopes.reshape(tuple(input.shape))).to(input.dtype)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
@@ -796,10 +813,24 @@ def _alpha_dropout(input, p, inplace=False):
     from ._tensor import rand_like
     if p == 1:
         return input * 0.0
+    if not input.is_distributed and input.device.type == "cpu":
+        return torch_alpha_dropout(input, p, list(input.shape))
     alpha_p = -1.7580993408473766
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
     keep = (rand_like(input) >= p).to(input.dtype)
     return (input * keep + alpha_p * (1 - keep)) * a + (-a * alpha_p * p)
+
+
+def torch_alpha_dropout(input, p, noise_shape):
+    """torch's CPU alpha dropout, draw for draw: noise = bernoulli_(1 - p) of noise_shape (input's, or [N, C, 1...]
+    for the feature form) in input's dtype, b = (noise - 1)·α·a + α·a·p, out = input · (noise · a) + b."""
+    from ._tensor import empty_like
+    alpha = 1.7580993408473766
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    like = input.detach() if list(input.shape) == noise_shape else _C._empty(noise_shape, input.dtype)
+    noise = _C._torch_random_(empty_like(like), "bernoulli", 1.0 - p, 0.0, None)
+    b = noise.add(-1).mul_(alpha * a).add_(alpha * a * p)
+    return input * noise.mul_(a) + b
 
 
 @_float32_under_autocast

@@ -612,25 +612,37 @@ Tensor.tolist = _tolist
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 
+def _in_memory_order(t, make):
+    """make(shape) laid out as t is in memory, as torch's *_like factories (preserve_format) lay out a permuted
+    input: made contiguous over t's dims sorted by decreasing stride, then permuted back, so the values a draw
+    writes in memory order land where torch's do (dropout on a transposed activation: torch's mask)."""
+    if t.is_contiguous():
+        return make(tuple(t.shape))
+    strides = t.stride()
+    order = sorted(range(t.dim()), key=lambda d: -strides[d])
+    made = make(tuple(t.shape[d] for d in order))
+    return made.permute(*[order.index(d) for d in range(t.dim())])
+
+
 def rand_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "rand_like")
     if t.is_distributed:
         return _random_like(t, lambda shape, dt: rand(*shape, dtype=dt), dtype, requires_grad)
-    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return _finish(_in_memory_order(t, lambda shape: rand(*shape, dtype=dtype or t.dtype)), requires_grad)
 
 
 def randn_like(t, *, dtype=None, device=None, requires_grad=False):
     check_cpu(device, "randn_like")
     if t.is_distributed:
         return _random_like(t, lambda shape, dt: randn(*shape, dtype=dt), dtype, requires_grad)
-    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return _finish(_in_memory_order(t, lambda shape: randn(*shape, dtype=dtype or t.dtype)), requires_grad)
 
 
 def randint_like(t, low=0, high=None, *, dtype=None, device=None):
     check_cpu(device, "randint_like")
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
+    return _in_memory_order(t, lambda shape: randint(low, high, shape, dtype=dtype or t.dtype))
 
 
 def uniform_like(x, generator=None, dtype=None):
@@ -641,8 +653,17 @@ def uniform_like(x, generator=None, dtype=None):
     return rand(*x.shape, generator=generator, dtype=dtype or x.dtype)
 
 
-def bernoulli(p, generator=None):
-    """torch.bernoulli: 1 with probability p elementwise (p's dtype), drawn from `generator` (or the thread's)."""
+def bernoulli(p, *args, generator=None, out=None):
+    """torch.bernoulli(input): 1 with probability input elementwise (input's dtype), drawn from `generator` (or
+    the thread's); torch.bernoulli(input, p): input's shape and dtype, each 1 with probability p."""
+    if args and isinstance(args[0], _C.Generator):  # (tessel's old positional generator)
+        generator, args = args[0], args[1:]
+    if args:
+        from ._inplace_methods import _bernoulli_
+        drawn = _bernoulli_(empty_like(p.detach()), args[0], generator=generator)
+        return drawn if out is None else out.copy_(drawn)
+    if out is not None:
+        return out.copy_(bernoulli(p, generator=generator))
     if not p.is_distributed and p.numel() and not builtins.bool(((p >= 0) & (p <= 1)).all()):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
     if not p.is_distributed and p.device.type == "cpu":  # torch's CPU kernel (core/tensor/torch_random.h)
@@ -753,7 +774,7 @@ def is_tensor(obj):
 def empty_like(t, *, dtype=None, device=None, requires_grad=False):
     if t.is_distributed:
         return _distributed_like(t, lambda shape, dt: empty(*shape, dtype=dt), dtype, requires_grad)
-    return empty(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return _finish(_in_memory_order(t, lambda shape: empty(*shape, dtype=dtype or t.dtype)), requires_grad)
 
 
 def broadcast_shapes(*shapes):

@@ -9,6 +9,7 @@ import pytest
 import tessel as torch
 
 nn = torch.nn
+F = torch.nn.functional
 
 RANDN20 = [  # torch 2.15
     -1.1258398294448853, -1.152360200881958, -0.2505785822868347, -0.4338788092136383, 0.5988394618034363,
@@ -90,6 +91,41 @@ DEFAULT_UNIFORM = [  # torch 2.15
     0.1962565779685974, 0.4682217836380005, -0.21152257919311523, -0.16796952486038208, 0.007422804832458496,
     0.33407866954803467]
 
+DROPOUT_T = [  # torch 2.15
+    0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0, 2.0, 2.0]
+RANDN_LIKE_T = [  # torch 2.15
+    1.5409960746765137, -1.0845223665237427, -0.7192575931549072, -0.293428897857666, -1.3985954523086548,
+    -0.40334352850914, -2.1787893772125244, 0.40334683656692505, -0.5966353416442871, 0.5684312582015991,
+    0.8380263447761536, 0.18203648924827576]
+RANDN_LIKE_T_STRIDE = [  # torch 2.15
+    1, 4]
+SDPA_DROPOUT = [  # torch 2.15
+    0.10002791881561279, -0.25314217805862427, 0.03702951595187187, 0.5118398666381836, -1.5028846263885498,
+    0.20373636484146118, 0.2149084359407425, -1.6766496896743774, -0.0007248371839523315, 0.6670129895210266,
+    -1.3322675228118896, -0.17303861677646637, 0.17591017484664917]
+PACKED_LSTM = [  # torch 2.15
+    -0.17833790183067322, 0.06999717652797699, -0.09900404512882233, 0.07737506181001663, -0.22123490273952484,
+    -0.30367130041122437, -0.061541128903627396, -0.11778754740953445, -0.05011199042201042, -0.02039307728409767,
+    -0.014012857340276241, 0.0010296368272975087, 0.024432631209492683, -0.027138734236359596, -0.04419158399105072,
+    -0.08408694714307785, -0.1808246374130249, 0.06847864389419556, -0.04489739611744881, -0.10565420240163803,
+    -0.11480256915092468, 0.03558867424726486, 0.02788262441754341, 0.08249219506978989, -0.09045924991369247,
+    -0.04986533150076866, -0.14765456318855286, 0.029861774295568466, 0.02973221428692341, 0.01112303789705038,
+    -0.10289240628480911, -0.10524345934391022, -0.13014864921569824, 0.12375028431415558, 0.018722066655755043,
+    0.042783718556165695, 0.006412327289581299]
+ALPHA_DROPOUT = [  # torch 2.15
+    -0.7791939377784729, -0.7791939377784729, 2.5520036220550537, -0.7791939377784729, -0.7791939377784729,
+    -0.7791939377784729]
+FEATURE_ALPHA = [  # torch 2.15
+    -0.7791939377784729, -0.7791939377784729, -0.7791939377784729, -0.7791939377784729, 1.6655988693237305,
+    1.6655988693237305, -0.7791939377784729, -0.7791939377784729]
+RRELU = [  # torch 2.15
+    -0.3270943760871887, 2.0, -0.8173874616622925, -0.11035238951444626, 0.4900934100151062]
+GUMBEL = [  # torch 2.15
+    0.09141199290752411, 0.26065272092819214, 0.5214310884475708, 0.12650418281555176, 0.455627977848053]
+BERN_P = [  # torch 2.15
+    0.0, 0.0, 1.0, 0.0, 0.0]
+GEOMETRIC_DIST = [  # torch 2.15
+    1.0, 0.0, 6.0, 2.0, 3.0, 0.0]
 
 def values(t):
     return [float(v) for v in t.detach().double().flatten().tolist()]
@@ -225,6 +261,45 @@ def test_refusals():
         torch.empty(3).geometric_(1.5)
     with pytest.raises(RuntimeError, match="bernoulli_tensor_cpu_p_"):
         torch.empty(3).bernoulli_(torch.ones(3, dtype=torch.int64))
+
+
+def test_like_factories_and_dropout_follow_memory_order():
+    torch.manual_seed(0)
+    assert values(F.dropout(torch.ones(3, 4).t(), 0.5)) == DROPOUT_T  # torch's mask on a transposed activation
+    torch.manual_seed(0)
+    x = torch.randn_like(torch.zeros(3, 4).t())
+    assert values(x) == RANDN_LIKE_T and list(x.stride()) == RANDN_LIKE_T_STRIDE
+
+
+def test_dropout_inside_layers_is_torchs():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 4, 3) for _ in range(3))
+    torch.manual_seed(0)
+    got = values(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)) + values(torch.rand(1))
+    assert got == pytest.approx(SDPA_DROPOUT, rel=1e-6, abs=1e-7)  # torch's math kernel: F.dropout's mask
+    torch.manual_seed(1)
+    lstm = nn.LSTM(5, 6, num_layers=2, batch_first=True, dropout=0.5)
+    x = torch.randn(3, 4, 5)
+    packed = nn.utils.rnn.pack_padded_sequence(x, torch.tensor([4, 2, 3]), batch_first=True, enforce_sorted=False)
+    torch.manual_seed(2)
+    _, (h, _) = lstm(packed)  # the inter-layer dropout on the packed data, as torch's
+    assert values(h) + values(torch.rand(1)) == pytest.approx(PACKED_LSTM, rel=1e-5, abs=1e-6)
+
+
+def test_other_random_functions_are_torchs():
+    torch.manual_seed(0)
+    assert values(F.alpha_dropout(torch.arange(6.), 0.5, True)) == pytest.approx(ALPHA_DROPOUT, rel=1e-6)
+    torch.manual_seed(0)
+    assert values(F.feature_alpha_dropout(torch.ones(1, 4, 2), 0.5, True)) == pytest.approx(FEATURE_ALPHA, rel=1e-6)
+    torch.manual_seed(0)
+    assert values(F.rrelu(torch.tensor([-1., 2., -3., -0.5]), training=True)) + values(torch.rand(1)) == RRELU
+    torch.manual_seed(0)
+    got = values(F.gumbel_softmax(torch.zeros(4), tau=1.0)) + values(torch.rand(1))
+    assert got == pytest.approx(GUMBEL, rel=1e-6)
+    torch.manual_seed(0)
+    assert values(torch.bernoulli(torch.zeros(5), 0.5)) == BERN_P
+    torch.manual_seed(0)
+    assert values(torch.distributions.Geometric(torch.tensor([0.3, 0.6])).sample((3,))) == GEOMETRIC_DIST
 
 
 if __name__ == "__main__":

@@ -467,9 +467,13 @@ class Geometric(_ProbsOrLogits):
     variance = property(lambda self: (1.0 / self.probs - 1.0) / self.probs)
 
     def sample(self, sample_shape=()):
+        """torch's: floor(log u / log1p(-p)) with u uniform on [tiny, 1) (a CPU uniform_: torch's draws)."""
+        from .._dtypes import finfo
+        from .._tensor import empty
         shape = self._extended_shape(sample_shape)
-        p = np.broadcast_to(_np(self.probs), shape)
-        return _host(lambda rng, s: rng.geometric(p, s) - 1, shape, self.probs.dtype)
+        with _C._GradMode(False):
+            u = empty(*shape, dtype=self.probs.dtype).uniform_(finfo(self.probs.dtype).tiny, 1)
+            return (u.log() / (-self.probs).log1p()).floor()
 
     def log_prob(self, value):
         """torch's: value·log1p(-p) + log p, with p = 1 read as 0 inside the log1p where value is 0 (so P(0) = 1

@@ -59,11 +59,14 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 @_honours_inplace
 def _feature_alpha_dropout(input, p, inplace=False):
     from .._tensor import rand
+    from .._composed import torch_alpha_dropout
     if p == 1:
         return input * 0.0
+    shape = list(input.shape[:2]) + [1] * (input.dim() - 2)
+    if not input.is_distributed and input.device.type == "cpu":
+        return torch_alpha_dropout(input, p, shape)
     alpha_p = -1.7580993408473766
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
-    shape = list(input.shape[:2]) + [1] * (input.dim() - 2)
     keep = (rand(*shape) >= p).to(input.dtype)
     return (input * keep + alpha_p * (1 - keep)) * a + (-a * alpha_p * p)
 

@@ -183,7 +183,14 @@ class RNNBase(Module):
                     c_n.append(c)
             layer_input = outputs[0] if dirs == 1 else _C._functional.cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                layer_input = F.dropout(layer_input, self.dropout, True)
+                if packed is None:
+                    layer_input = F.dropout(layer_input, self.dropout, True)
+                else:  # torch drops on the packed data [sum(lengths), ·]: its mask and its count of draws
+                    repacked = rnn_utils.pack_output(layer_input, packed)
+                    repacked = rnn_utils.PackedSequence(F.dropout(repacked.data, self.dropout, True),
+                                                        packed.batch_sizes, packed.sorted_indices,
+                                                        packed.unsorted_indices)
+                    layer_input = rnn_utils._padded_sorted(repacked)[0]
         output = layer_input
         h_n = _C._functional.stack(h_n, 0)
         c_n = _C._functional.stack(c_n, 0) if c_n else None

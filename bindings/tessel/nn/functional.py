@@ -3,6 +3,8 @@
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     loss = F.cross_entropy(logits.view(-1, V), targets.view(-1))
 """
+import math
+
 from .. import _C
 from .._autocast_policy import autocast_off as _autocast_off_eb, float32_under_autocast as _float32_under_autocast_ce
 from .._C._functional import (  # noqa: F401
@@ -35,7 +37,47 @@ def scaled_dot_product_attention(*args, **kwargs):
     sdp = _backends._sdp
     if not (sdp["math"] and sdp["flash"]):
         _check_sdpa_backends(sdp, args, kwargs)
+    dropout_p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+    if dropout_p > 0.0 and len(args) >= 3 and all(
+            isinstance(t, _C.Tensor) and t.device.type == "cpu" for t in args[:3]):
+        return _sdpa_math_with_dropout(*args, **kwargs)
     return _C._functional.scaled_dot_product_attention(*args, **kwargs)
+
+
+def _sdpa_math_with_dropout(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                            enable_gqa=False):
+    """torch's CPU attention with dropout: its math kernel (the fused one takes none), composed as torch composes
+    it, so the dropout mask is F.dropout's on the probabilities, torch's draws: q and k each scaled by √scale,
+    q·kᵀ plus the mask, a softmax that gives 0 to fully masked rows, dropout, then ·v; float16 / bfloat16 in
+    float32, rounded at the end. DTensors (heads sharded by tensor parallelism) take the same ops, so their
+    dropout is their piece of the whole tensor's torch mask (F.dropout). (The fused C++ op draws its masks from
+    the counter-based stream.)"""
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    dtype = query.dtype
+    low = dtype in (_C.dtype.float16, _C.dtype.bfloat16)
+    q, k, v = (t.float() if low else t for t in (query, key, value))
+    factor = math.sqrt(1.0 / math.sqrt(q.size(-1)) if scale is None else abs(scale))
+    q = q * (-factor if scale is not None and scale < 0 else factor)
+    if enable_gqa and q.size(-3) != k.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    scores = q @ (k.transpose(-2, -1) * factor)
+    if is_causal:
+        attn_mask = _C._full([q.size(-2), k.size(-2)], 1.0, _C.dtype.bool).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == _C.dtype.bool:
+            attn_mask = _C._full(list(attn_mask.shape), 0.0, scores.dtype).masked_fill(~attn_mask, -math.inf)
+        if scores.is_distributed and not attn_mask.is_distributed:  # the mask replicated on the heads' mesh
+            from ..distributed.tensor.experimental import implicit_replication
+            with implicit_replication():
+                scores = scores + attn_mask
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    weights = weights.masked_fill(scores.isneginf().all(-1, keepdim=True), 0.0)  # torch's _safe_softmax
+    out = dropout(weights, dropout_p, True) @ v
+    return out.to(dtype) if low else out
 
 
 def _check_sdpa_backends(sdp, args, kwargs):
@@ -141,8 +183,11 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """torch.nn.functional.gumbel_softmax: softmax((logits + Gumbel noise) / tau) from the default generator;
     hard=True returns the one-hot of the argmax with the soft sample's gradient (straight-through)."""
     from .. import rand_like
-    u = rand_like(logits)
-    gumbels = -((-(u.clamp(min=1e-20)).log()).clamp(min=1e-20)).log()
+    if not logits.is_distributed:  # torch's: exponential_ noise (its CPU draws, value for value), contiguous
+        gumbels = -_C._empty(list(logits.shape), logits.dtype).exponential_().log()
+    else:
+        u = rand_like(logits)
+        gumbels = -((-(u.clamp(min=1e-20)).log()).clamp(min=1e-20)).log()
     y = ((logits + gumbels) / tau).softmax(dim)
     if not hard:
         return y
