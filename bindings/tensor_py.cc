@@ -314,6 +314,17 @@ void BindCreation(py::module_& m) {
     return t;
   }, py::arg("tensor"), py::arg("p"), py::arg("generator"),
         "t filled with bernoulli(p) as torch's CPU kernel (p: probabilities of t's shape)");
+  m.def("_torch_sample_", [](const Tensor& out, const std::string& kind, const Tensor& a,
+                             const std::optional<Tensor>& b, Generator* gen) {
+    const TorchSampler sampler = kind == "standard_gamma" ? TorchSampler::kStandardGamma
+                                 : kind == "poisson"      ? TorchSampler::kPoisson
+                                                          : TorchSampler::kBinomial;
+    TESSEL_CHECK(sampler != TorchSampler::kBinomial || (kind == "binomial" && b), "_torch_sample_: ", kind,
+                 " is not standard_gamma, poisson or binomial (with probabilities)");
+    NoGil([&] { TorchSample(out, GenOrDefault(gen), sampler, a, b.value_or(a)); });
+    return out;
+  }, py::arg("out"), py::arg("kind"), py::arg("a"), py::arg("b"), py::arg("generator"),
+        "out filled by torch's CPU sampler for `kind` from parameters a (and b) of out's shape and dtype");
   m.def("_force_torch_cpu_kernels", [](const std::string& name) {
     TESSEL_CHECK(name == "auto" || name == "default" || name == "avx2", "_force_torch_cpu_kernels: ", name,
                  " is not auto, default or avx2");

@@ -86,3 +86,46 @@ def multinomial_with_replacement(rows, n_sample, generator=None):
 
 def _number(x):
     return str(int(x)) if np.isfinite(x) and x == int(x) and abs(x) < 1e16 else repr(x)
+
+
+def _sample(kind, params, generator):
+    """torch's CPU rejection samplers (core/tensor/torch_random.h TorchSample) for float32 / float64 parameters,
+    broadcast against each other; float16 / bfloat16 ones sampled in float32 and rounded, as the dtype is."""
+    from ._tensor import broadcast_tensors
+    from . import _dtypes
+    params = broadcast_tensors(*params) if len(params) > 1 else params
+    dtype = params[0].dtype
+    work = dtype if dtype in (_dtypes.float32, _dtypes.float64) else _dtypes.float32
+    values = [p.detach().to(work).contiguous() for p in params]
+    out = _C._empty(list(values[0].shape), work)
+    _C._torch_sample_(out, kind, values[0], values[1] if len(values) > 1 else None, generator)
+    return out if work == dtype else out.to(dtype)
+
+
+def _standard_gamma(input, generator=None):
+    """torch._standard_gamma: Gamma(input, 1) samples, as torch's CPU kernel draws them."""
+    return _sample("standard_gamma", [input], generator)
+
+
+def poisson(input, generator=None):
+    """torch.poisson: Poisson(input) samples, as torch's CPU kernel draws them."""
+    if input.numel() and not bool((input.detach() >= 0).all()):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    return _sample("poisson", [input], generator)
+
+
+def binomial(count, prob, generator=None):
+    """torch.binomial: Binomial(count, prob) samples, as torch's CPU kernel draws them."""
+    return _sample("binomial", [count, prob], generator)
+
+
+def _sample_dirichlet(input, generator=None):
+    """torch._sample_dirichlet: Gamma(α) samples drawn in float64, each divided by its row's sum (last dim) and
+    clamped to [the dtype's smallest normal, the largest value below 1], as torch's CPU kernel."""
+    import numpy as np
+    gammas = _sample("standard_gamma", [input.detach().to(_C.dtype.float64)], generator).numpy()
+    ratio = gammas / gammas.sum(-1, keepdims=True)
+    np_dtype = np.float32 if input.dtype != _C.dtype.float64 else np.float64
+    info = np.finfo(np_dtype)
+    clamped = np.minimum(np.nextafter(np_dtype(1), np_dtype(0)), np.maximum(info.tiny, ratio.astype(np_dtype)))
+    return _C._from_numpy(np.ascontiguousarray(clamped)).to(input.dtype)

@@ -235,12 +235,6 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     return t if dtype is _I64 else t.to(dtype)  # (an int64 .to(int64) alone cost ~1 us)
 
 
-def host_rng(generator=None):
-    """A numpy Generator seeded by one draw from `generator` (or the default one), for the host-side
-    samplers (multinomial, DataLoader shuffles): tessel.manual_seed decides them too."""
-    return np.random.default_rng(builtins.int(randint(0, 2 ** 62, (1,), generator=generator).item()))
-
-
 def from_numpy(array):
     """A tessel Tensor holding a copy of the numpy array (tessel owns its memory: its allocator counts
     every byte in a ledger, so it never aliases numpy's buffer)."""

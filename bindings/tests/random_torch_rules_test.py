@@ -126,6 +126,21 @@ BERN_P = [  # torch 2.15
     0.0, 0.0, 1.0, 0.0, 0.0]
 GEOMETRIC_DIST = [  # torch 2.15
     1.0, 0.0, 6.0, 2.0, 3.0, 0.0]
+GAMMA = [  # torch 2.15
+    4.5526227951049805, 0.005511899013072252, 1.1754943508222875e-38, 9.072978973388672, 0.6816085577011108]
+POISSON = [  # torch 2.15
+    2.0, 28.0, 0.0, 3.0, 94.0, 0.39709991216659546]
+BINOMIAL = [  # torch 2.15
+    6.0, 8.0, 39.0, 45.0, 0.20812976360321045]
+DIRICHLET = [  # torch 2.15
+    0.00039424869464710355, 0.05942697823047638, 0.9401787519454956, 0.6814843416213989, 0.004486860241740942,
+    0.314028799533844]
+BETA = [  # torch 2.15
+    0.005456698127090931, 0.32245442271232605, 0.5421353578567505]
+STUDENT_T = [  # torch 2.15
+    1.371144413948059, -0.3094601631164551, -3.3711321353912354]
+NEG_BINOMIAL = [  # torch 2.15
+    3.0, 14.0, 1.0, 8.0]
 
 def values(t):
     return [float(v) for v in t.detach().double().flatten().tolist()]
@@ -300,6 +315,25 @@ def test_other_random_functions_are_torchs():
     assert values(torch.bernoulli(torch.zeros(5), 0.5)) == BERN_P
     torch.manual_seed(0)
     assert values(torch.distributions.Geometric(torch.tensor([0.3, 0.6])).sample((3,))) == GEOMETRIC_DIST
+
+
+def test_rejection_samplers_and_their_distributions_are_torchs():
+    torch.manual_seed(0)
+    assert values(torch._standard_gamma(torch.tensor([2.0, 0.5, 0.01, 7.0]))) + values(torch.rand(1)) == GAMMA
+    torch.manual_seed(0)
+    assert values(torch.poisson(torch.tensor([1.0, 20.0, 0.0, 3.5, 100.0]))) + values(torch.rand(1)) == POISSON
+    torch.manual_seed(0)
+    got = torch.binomial(torch.tensor([10., 10., 100., 50.]), torch.tensor([0.3, 0.8, 0.4, 0.9]))
+    assert values(got) + values(torch.rand(1)) == BINOMIAL
+    torch.manual_seed(0)
+    assert values(torch._sample_dirichlet(torch.tensor([[0.5, 1.0, 2.0], [3.0, 0.1, 1.0]]))) == DIRICHLET
+    D = torch.distributions
+    torch.manual_seed(0)
+    assert values(D.Beta(torch.tensor([0.4]), torch.tensor([0.4])).sample((3,))) == BETA  # mixup's draw
+    torch.manual_seed(0)
+    assert values(D.StudentT(torch.tensor([3.0])).sample((3,))) == pytest.approx(STUDENT_T, rel=1e-6)
+    torch.manual_seed(0)
+    assert values(D.NegativeBinomial(5, torch.tensor([0.3, 0.8])).sample((2,))) == NEG_BINOMIAL
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <string>
@@ -38,15 +39,17 @@ constexpr double kTwoPi = 2.0 * kPi;
 
 // Draws `count` words from the host stream, a chunk at a time (the draw's size is known before it starts, so the
 // generator never moves past what the draw uses: its engine stays cached for the next draw, random.cc).
+// kAsNeeded: one word per draw from the generator, for rejection samplers whose count of words is not known.
 class Words {
  public:
+  static constexpr uint64_t kAsNeeded = ~uint64_t{0};
   Words(Generator& gen, uint64_t count) : gen_(gen), left_(count) {}
   uint32_t Next() {
     if (pos_ == size_) {
       TESSEL_CHECK(left_ > 0, "torch_random: a draw used more words than it reserved");
-      size_ = static_cast<size_t>(std::min<uint64_t>(left_, buf_.size()));
+      size_ = left_ == kAsNeeded ? 1 : static_cast<size_t>(std::min<uint64_t>(left_, buf_.size()));
       gen_.HostDraw(std::span<uint32_t>(buf_.data(), size_));
-      left_ -= size_;
+      if (left_ != kAsNeeded) left_ -= size_;
       pos_ = 0;
     }
     return buf_[pos_++];
@@ -217,6 +220,128 @@ S UniformOne(Words& w, ComputeT<S> from, ComputeT<S> to, S from_s, S to_s, Torch
   return ToCompute(v) == ToCompute(to_s) ? from_s : v;
 }
 
+// ---- aten's rejection samplers (torch.distributions' Gamma, Dirichlet, Beta, Poisson, Binomial on the CPU) ----
+// Their arithmetic in aten's types: the parameters in the sample's type S (float for float32 tensors), the
+// rest in double, no fused multiply-adds (aten builds these files for the baseline ISA). The uniforms are
+// 53-bit host doubles, the normals one-at-a-time Box-Muller values sharing the generator's held normal.
+
+// Marsaglia and Tsang's method, with the α < 1 boost by U^(1/α) (aten's sample_gamma).
+template <typename S>
+S GammaSample(S alpha, Words& w, Generator& gen) {
+  double scale = 1.0;
+  if (alpha < S(1)) {
+    if (alpha == S(0)) return S(0);
+    scale *= std::pow(1 - Uniform53(w), static_cast<double>(S(1) / alpha));
+    alpha += S(1);
+  }
+  const double d = static_cast<double>(alpha - static_cast<S>(1.0f / 3.0f));
+  const double c = 1.0 / std::sqrt(9.0 * d);
+  const double small = static_cast<double>(0.0331f);  // (aten's float literal)
+  for (;;) {
+    double x, y;
+    do {
+      x = NormalOne(gen, w, 0.0, 1.0, TorchCpuKernels::kDefault);
+      y = 1.0 + c * x;
+    } while (y <= 0);
+    const double v = y * y * y;
+    const double u = 1 - Uniform53(w);
+    const double xx = x * x;
+    if (u < 1.0 - small * xx * xx) return static_cast<S>(scale * d * v);
+    if (std::log(u) < 0.5 * xx + d * (1.0 - v + std::log(v))) return static_cast<S>(scale * d * v);
+  }
+}
+
+// Hörmann's transformed rejection (PTRS) from λ = 10, the product of uniforms below (aten's sample_poisson).
+int64_t PoissonSample(double lambda, Words& w) {
+  if (lambda >= 10) {
+    const double slam = std::sqrt(lambda), loglam = std::log(lambda);
+    const double b = 0.931 + 2.53 * slam;
+    const double a = -0.059 + 0.02483 * b;
+    const double invalpha = 1.1239 + 1.1328 / (b - 3.4);
+    const double vr = 0.9277 - 3.6224 / (b - 2);
+    for (;;) {
+      const double u = Uniform53(w) - 0.5;
+      const double v = Uniform53(w);
+      const double us = 0.5 - std::fabs(u);
+      const auto k = static_cast<int64_t>(std::floor((2 * a / us + b) * u + lambda + 0.43));
+      if (us >= 0.07 && v <= vr) return k;
+      if (k < 0 || (us < 0.013 && v > us)) continue;
+      if (std::log(v) + std::log(invalpha) - std::log(a / (us * us) + b) <=
+          -lambda + static_cast<double>(k) * loglam - std::lgamma(static_cast<double>(k) + 1)) {
+        return k;
+      }
+    }
+  }
+  if (lambda == 0) return 0;
+  const double enlam = std::exp(-lambda);
+  int64_t x = 0;
+  for (double prod = 1.0;;) {
+    prod *= Uniform53(w);
+    if (prod <= enlam) return x;
+    ++x;
+  }
+}
+
+// Stirling's series tail log(k!) - (the approximation) (aten's stirling_approx_tail).
+double StirlingTail(double k) {
+  static constexpr double kTail[] = {0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                                     0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                                     0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                                     0.00833056343336287};
+  if (k < 10) return kTail[static_cast<size_t>(k)];
+  const double kp1sq = (k + 1) * (k + 1);
+  return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1);
+}
+
+// Hörmann's BTRS for count·p >= 10 (p <= ½), the count of geometric runs below (aten's sample_binomial).
+template <typename S>
+S BinomialInversion(S count, S prob, Words& w) {
+  const double logprob = static_cast<double>(std::log1p(-prob));
+  double geom_sum = 0;
+  S num_geom = 0;
+  for (;;) {
+    geom_sum += std::ceil(std::log(Uniform53(w)) / logprob);
+    if (geom_sum > count) return num_geom;
+    num_geom = num_geom + 1;
+  }
+}
+template <typename S>
+S Btrs(S count, S prob, Words& w) {
+  const double stddev = static_cast<double>(std::sqrt(count * prob * (1 - prob)));
+  const double b = 1.15 + 2.53 * stddev;
+  const double a = -0.0873 + 0.0248 * b + 0.01 * prob;
+  const double c = count * prob + 0.5;
+  const double v_r = 0.92 - 4.2 / b;
+  const double r = prob / (1 - prob);
+  const double alpha = (2.83 + 5.1 / b) * stddev;
+  const double m = std::floor((count + 1) * prob);
+  for (;;) {
+    const double u = Uniform53(w) - 0.5;
+    double v = Uniform53(w);
+    const double us = 0.5 - std::fabs(u);
+    const auto k = static_cast<S>(std::floor((2 * a / us + b) * u + c));
+    if (k < 0 || k > count) continue;
+    if (us >= 0.07 && v <= v_r) return k;
+    v = std::log(v * alpha / (a / (us * us) + b));
+    const double upper = (m + 0.5) * std::log((m + 1) / (r * (count - m + 1))) +
+                         (count + 1) * std::log((count - m + 1) / (count - k + 1)) +
+                         (k + 0.5) * std::log(r * (count - k + 1) / (k + 1)) + StirlingTail(m) +
+                         StirlingTail(count - m) - StirlingTail(k) - StirlingTail(count - k);
+    if (v <= upper) return k;
+  }
+}
+template <typename S>
+S BinomialSample(S count, S prob, Words& w) {
+  if (count <= 0.0 || prob <= 0.0) return 0;
+  if (prob >= 1.0) return count;
+  if (prob <= 0.5) return count * prob >= 10.0 ? Btrs(count, prob, w) : BinomialInversion(count, prob, w);
+  if (prob > 0.5) {
+    const S q = static_cast<S>(1.0 - prob);
+    return count - (count * q >= 10.0 ? Btrs(count, q, w) : BinomialInversion(count, q, w));
+  }
+  return static_cast<S>(NAN);  // a NaN probability
+}
+
 // out's dims from outermost to innermost in memory (decreasing stride), the order aten's TensorIterator walks it.
 std::vector<int64_t> MemoryOrder(const Tensor& out) {
   std::vector<int64_t> order(out.dim());
@@ -383,6 +508,47 @@ void TorchBernoulli(const Tensor& out, Generator& gen, const Tensor& p) {
   } else {
     PerElement(out, gen, 1, [&](Words& w) { return Uniform24(w) < static_cast<float>(probs[i++]) ? 1.0 : 0.0; });
   }
+}
+
+namespace {
+
+template <typename S>
+void SampleInto(const Tensor& out, Generator& gen, TorchSampler sampler, const Tensor& a, const Tensor& b) {
+  const std::vector<int64_t> rows = MemoryOrder(out);  // (row-major: aten's output is a fresh tensor)
+  std::vector<S> first, second;
+  ForEachInOrder<S>(a, rows, [&](S* e) { first.push_back(*e); });
+  if (sampler == TorchSampler::kBinomial) ForEachInOrder<S>(b, rows, [&](S* e) { second.push_back(*e); });
+  Words w(gen, Words::kAsNeeded);
+  size_t i = 0;
+  ForEachInOrder<S>(out, rows, [&](S* e) {
+    if (sampler == TorchSampler::kStandardGamma) {
+      *e = std::max(std::numeric_limits<S>::min(), GammaSample<S>(first[i], w, gen));
+    } else if (sampler == TorchSampler::kPoisson) {
+      *e = static_cast<S>(PoissonSample(static_cast<double>(first[i]), w));
+    } else {
+      *e = BinomialSample<S>(first[i], second[i], w);
+    }
+    ++i;
+  });
+}
+
+}  // namespace
+
+void TorchSample(const Tensor& out, Generator& gen, TorchSampler sampler, const Tensor& a, const Tensor& b) {
+  CheckOut(out, "torch sampler");
+  TESSEL_CHECK(out.dtype() == DType::kFloat32 || out.dtype() == DType::kFloat64, "torch sampler: float32 or float64 "
+               "samples, got ", DTypeName(out.dtype()));
+  for (const Tensor* p : {&a, &b}) {
+    TESSEL_CHECK(p->sizes() == out.sizes() && p->dtype() == out.dtype() && !p->is_distributed() &&
+                 p->device().is_cpu(), "torch sampler: parameters ", ShapeStr(p->sizes()), " ", DTypeName(p->dtype()),
+                 " for samples ", ShapeStr(out.sizes()), " ", DTypeName(out.dtype()), " (expand and cast them first)");
+  }
+  if (out.dtype() == DType::kFloat32) {
+    SampleInto<float>(out, gen, sampler, a, b);
+  } else {
+    SampleInto<double>(out, gen, sampler, a, b);
+  }
+  out.impl()->storage().BumpVersion();
 }
 
 }  // namespace tessel

@@ -60,4 +60,11 @@ void TorchBernoulli(const Tensor& out, Generator& gen, double p);
 // float32 / bfloat16 / float16 probabilities, of 53 bits in double for float64 ones.
 void TorchBernoulli(const Tensor& out, Generator& gen, const Tensor& p);
 
+// torch._standard_gamma(a), torch.poisson(a), torch.binomial(a, b) (count a, probability b) on the CPU: out[i]
+// from a[i] (and b[i]), all of out's shape and dtype (float32 or float64), by aten's rejection samplers (Marsaglia
+// and Tsang's gamma, Hörmann's PTRS and BTRS) from the host stream's doubles and one-at-a-time normals. A gamma
+// sample is at least the dtype's smallest normal, as aten's.
+enum class TorchSampler { kStandardGamma, kPoisson, kBinomial };
+void TorchSample(const Tensor& out, Generator& gen, TorchSampler sampler, const Tensor& a, const Tensor& b);
+
 }  // namespace tessel

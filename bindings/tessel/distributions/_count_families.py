@@ -11,7 +11,7 @@ from .. import _C, _tensor
 from ..nn import functional as F
 from . import constraints
 from ._families import Categorical, _lazy, _ProbsOrLogits
-from ._more_families import Binomial, Gamma, _host, _np
+from ._more_families import Binomial, Gamma
 from .distribution import Distribution, broadcast_all
 
 _where = _C._functional.where
@@ -97,10 +97,9 @@ class NegativeBinomial(_ProbsOrLogits):
         return Gamma(self.total_count, (-self.logits).exp(), validate_args=False)
 
     def sample(self, sample_shape=()):
+        from .._host_random import poisson
         with _no_grad():
-            rate = self._gamma.sample(sample_shape)
-            lam = _np(rate)
-            return _host(lambda rng, s: rng.poisson(lam, s), lam.shape, rate.dtype)
+            return poisson(self._gamma.sample(sample_shape))
 
     def log_prob(self, value):
         if self._validate_args:

@@ -3,8 +3,8 @@ since tessel/_linalg_grad.py), Cauchy, HalfNormal, HalfCauchy and Gumbel (repara
 Beta, Dirichlet, StudentT, Poisson, Binomial and Geometric. Densities, entropies and moments are torch's
 formulas composed of tessel ops (differentiable in the parameters).
 
-The Gamma family (Gamma, Chi2, Beta, Dirichlet, StudentT) and the discrete ones draw exact samples with numpy's
-samplers seeded from tessel's generator (tessel._tensor.host_rng), so tessel.manual_seed fixes them. The Gamma
+The Gamma family (Gamma, Chi2, Beta, Dirichlet, StudentT), Poisson and Binomial draw with torch's CPU samplers
+(tessel._host_random: core/tensor/torch_random.h), so a seeded script's samples are torch's. The Gamma
 family's rsample is torch's implicit reparameterization: a standard-gamma sample x of concentration α keeps its
 CDF level as α moves, so dx/dα = −(∂P/∂α)(α, x) / p(x; α) (P the regularized incomplete gamma, p the density;
 ∂P/∂α by a central difference of tessel's float64 incomplete gamma); Beta and Dirichlet normalize such samples,
@@ -22,12 +22,6 @@ from .distribution import Distribution, broadcast_all
 
 Tensor = _C.Tensor
 _LOG_PI = math.log(math.pi)
-
-
-def _host(fn, shape, dtype):
-    """An exact host sample of `shape` (numpy's sampler fn(rng, shape) seeded from tessel's generator)."""
-    values = np.array(fn(_tensor.host_rng(), tuple(shape)), dtype=np.float64, order="C")  # 0-d stays 0-d (not
-    return _C._from_numpy(values).to(dtype)  # np.ascontiguousarray's (1,): a scalar Gamma's sample() was [x])
 
 
 def _xlogy(x, y):
@@ -57,9 +51,8 @@ class _StandardGamma(Function):
 
     @staticmethod
     def forward(ctx, alpha):
-        a = _np(alpha)
-        x = _host(lambda rng, s: np.maximum(rng.standard_gamma(a, s), np.finfo(np.float64).tiny), alpha.shape,
-                  alpha.dtype)
+        from .._host_random import _standard_gamma
+        x = _standard_gamma(alpha)  # torch's CPU sampler, draw for draw
         ctx.save_for_backward(alpha, x)
         return x
 
@@ -232,13 +225,16 @@ class Gamma(Distribution):
     variance = property(lambda self: self.concentration / self.rate ** 2)
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        a, b = np.broadcast_to(_np(self.concentration), shape), np.broadcast_to(_np(self.rate), shape)
-        return _host(lambda rng, s: rng.standard_gamma(a, s) / b, shape, self.concentration.dtype)
+        with _C._GradMode(False):
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
+        """torch's: _standard_gamma(concentration) / rate, at least the dtype's tiny (its draws)."""
+        from .._dtypes import finfo
         shape = self._extended_shape(sample_shape)
-        return _rsample_gamma(self.concentration, shape) / self.rate.expand(*shape)
+        value = _rsample_gamma(self.concentration, shape) / self.rate.expand(*shape)
+        value.detach().clamp_(min=finfo(value.dtype).tiny)
+        return value
 
     def log_prob(self, value):
         a, b = self.concentration, self.rate
@@ -281,14 +277,18 @@ class Beta(Distribution):
         (self.concentration1 + self.concentration0) ** 2 * (self.concentration1 + self.concentration0 + 1)))
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        a = np.broadcast_to(_np(self.concentration1), shape)
-        b = np.broadcast_to(_np(self.concentration0), shape)
-        return _host(lambda rng, s: rng.beta(a, b, s), shape, self.concentration1.dtype)
+        with _C._GradMode(False):
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
+        """torch's: the first coordinate of a Dirichlet([α, β]) sample (its draws where no gradient is asked; with
+        one, X / (X + Y) of two reparameterized gamma samples)."""
+        from .. import stack
         shape = self._extended_shape(sample_shape)
-        x, y = _rsample_gamma(self.concentration1, shape), _rsample_gamma(self.concentration0, shape)
+        a, b = self.concentration1, self.concentration0
+        if not (_C.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+            return Dirichlet(stack([a, b], -1)).rsample(sample_shape).select(-1, 0)
+        x, y = _rsample_gamma(a, shape), _rsample_gamma(b, shape)
         return x / (x + y)
 
     def log_prob(self, value):
@@ -319,16 +319,18 @@ class Dirichlet(Distribution):
         self.concentration, self.concentration.sum(-1, True)))
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        c = np.broadcast_to(_np(self.concentration), shape)
-
-        def draw(rng, s):
-            g = rng.standard_gamma(c, s)
-            return g / g.sum(-1, keepdims=True)
-        return _host(draw, shape, self.concentration.dtype)
+        with _C._GradMode(False):
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
-        g = _rsample_gamma(self.concentration, self._extended_shape(sample_shape))
+        """torch's _sample_dirichlet (its draws) where no gradient is asked; with one, reparameterized gamma
+        samples normalized (torch's gradient estimator differs: _dirichlet_grad)."""
+        shape = self._extended_shape(sample_shape)
+        c = self.concentration
+        if not (_C.is_grad_enabled() and c.requires_grad):
+            from .._host_random import _sample_dirichlet
+            return _sample_dirichlet(c.expand(*shape))
+        g = _rsample_gamma(c, shape)
         return g / g.sum(-1, True)
 
     def log_prob(self, value):
@@ -356,16 +358,14 @@ class StudentT(Distribution):
         _C._functional.where(self.df.gt(1), self.df * 0 + float("inf"), self.df * float("nan"))))
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        df = np.broadcast_to(_np(self.df), shape)
-        t = _host(lambda rng, s: rng.standard_t(df, s), shape, self.df.dtype)
-        return self.loc.detach() + self.scale.detach() * t
+        with _C._GradMode(False):
+            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
         """loc + scale · N / sqrt(G / df) with G ~ Chi²(df) = 2 · Gamma(df / 2), as torch's."""
         shape = self._extended_shape(sample_shape)
         normal = _tensor.randn(*shape, dtype=self.df.dtype)
-        chi2 = 2.0 * _rsample_gamma(0.5 * self.df, shape)
+        chi2 = _rsample_gamma(0.5 * self.df, shape) / 0.5  # torch's Chi2(df).rsample
         return self.loc + self.scale * normal * (chi2 / self.df).rsqrt()
 
     def entropy(self):
@@ -394,9 +394,9 @@ class Poisson(Distribution):
     variance = property(lambda self: self.rate)
 
     def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        lam = np.broadcast_to(_np(self.rate), shape)
-        return _host(lambda rng, s: rng.poisson(lam, s), shape, self.rate.dtype)
+        from .._host_random import poisson
+        with _C._GradMode(False):
+            return poisson(self.rate.expand(*self._extended_shape(sample_shape)))
 
     def log_prob(self, value):
         from .. import special
@@ -430,10 +430,10 @@ class Binomial(_ProbsOrLogits):
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
 
     def sample(self, sample_shape=()):
+        from .._host_random import binomial
         shape = self._extended_shape(sample_shape)
-        n = np.broadcast_to(_np(self.total_count), shape).astype(np.int64)
-        p = np.broadcast_to(_np(self.probs), shape)
-        return _host(lambda rng, s: rng.binomial(n, p, s), shape, self.probs.dtype)
+        with _C._GradMode(False):
+            return binomial(self.total_count.expand(*shape), self.probs.expand(*shape))
 
     def entropy(self):
         """-Σ_k p(k) log p(k) over k = 0..total_count (torch's enumeration of the support)."""
