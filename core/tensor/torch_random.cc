@@ -54,6 +54,16 @@ class Words {
     }
     return buf_[pos_++];
   }
+  // The next out.size() words at once (the buffered ones first), for loops that vectorize.
+  void Take(std::span<uint32_t> out) {
+    size_t o = 0;
+    while (o < out.size() && pos_ < size_) out[o++] = buf_[pos_++];
+    if (o == out.size()) return;
+    const uint64_t rest = out.size() - o;
+    TESSEL_CHECK(left_ == kAsNeeded || left_ >= rest, "torch_random: a draw used more words than it reserved");
+    gen_.HostDraw(out.subspan(o));
+    if (left_ != kAsNeeded) left_ -= rest;
+  }
 
  private:
   Generator& gen_;
@@ -69,6 +79,26 @@ double Uniform53(Words& w) {
   const uint64_t v = (hi << 32) | w.Next();
   return static_cast<double>(v & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
+// dst[0, n) = uniform(0, 1) values as Uniform01 draws them, a chunk of words at a time (vectorizable).
+template <typename C>
+void Uniforms01(Words& w, C* dst, int64_t n) {
+  constexpr int64_t kChunkWords = 1024;
+  constexpr int64_t kPer = std::is_same_v<C, double> ? 2 : 1;  // words per value
+  uint32_t words[kChunkWords];
+  for (int64_t i = 0; i < n; i += kChunkWords / kPer) {
+    const int64_t m = std::min(kChunkWords / kPer, n - i);
+    w.Take(std::span<uint32_t>(words, static_cast<size_t>(m * kPer)));
+    for (int64_t j = 0; j < m; ++j) {
+      if constexpr (std::is_same_v<C, double>) {
+        const uint64_t v = (uint64_t{words[2 * j]} << 32) | words[2 * j + 1];
+        dst[i + j] = static_cast<double>(v & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
+      } else {
+        dst[i + j] = static_cast<float>(words[j] & 0xFFFFFFu) * (1.0f / 16777216.0f);
+      }
+    }
+  }
+}
+
 template <typename C>
 C Uniform01(Words& w) {
   if constexpr (std::is_same_v<C, double>) {
@@ -177,7 +207,7 @@ void NormalFill(S* data, int64_t n, Words& w, double mean, double std, TorchCpuK
   using C = ComputeT<S>;
   const auto m = static_cast<C>(mean), sd = static_cast<C>(std);
   if constexpr (std::is_same_v<S, C>) {
-    for (int64_t i = 0; i < n; ++i) data[i] = Uniform01<C>(w);
+    Uniforms01(w, data, n);
     for (int64_t i = 0; i < n - 15; i += 16) Fill16(data + i, m, sd, k);
     if (n % 16 != 0) {
       C* tail = data + n - 16;
@@ -419,6 +449,16 @@ void TorchUniform(const Tensor& out, Generator& gen, double from, double to) {
       using C = ComputeT<scalar_t>;
       const auto f = static_cast<C>(from), t = static_cast<C>(to);
       const auto fs = FromCompute<scalar_t>(from), ts = FromCompute<scalar_t>(to);
+      if (std::is_same_v<scalar_t, C> && out.is_contiguous()) {  // the common case, in vectorizable passes
+        C* d = reinterpret_cast<C*>(out.raw_data());
+        Uniforms01(w, d, out.numel());
+        const bool fused = k == TorchCpuKernels::kAvx2;
+        for (int64_t i = 0, n_out = out.numel(); i < n_out; ++i) {
+          const C v = fused ? std::fma(d[i], t - f, f) : d[i] * (t - f) + f;
+          d[i] = v == t ? f : v;
+        }
+        return;
+      }
       ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) { *e = UniformOne<scalar_t>(w, f, t, fs, ts, k); });
     });
   }
@@ -485,6 +525,19 @@ void TorchGeometric(const Tensor& out, Generator& gen, double p) {
 
 void TorchBernoulli(const Tensor& out, Generator& gen, double p) {
   TESSEL_CHECK(p >= 0 && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  if (out.dtype() == DType::kFloat32 && out.is_contiguous() && !out.is_distributed() && out.device().is_cpu()) {
+    // dropout's noise: the same draws in vectorizable passes (uniforms in place as doubles a chunk at a time)
+    float* d = static_cast<float*>(out.raw_data());
+    Words w(gen, 2 * static_cast<uint64_t>(out.numel()));
+    double u[512];
+    for (int64_t i = 0, n = out.numel(); i < n; i += 512) {
+      const int64_t m = std::min<int64_t>(512, n - i);
+      Uniforms01(w, u, m);
+      for (int64_t j = 0; j < m; ++j) d[i + j] = u[j] < p ? 1.0f : 0.0f;
+    }
+    out.impl()->storage().BumpVersion();
+    return;
+  }
   PerElement(out, gen, 2, [&](Words& w) { return Uniform53(w) < p ? 1.0 : 0.0; });
 }
 
