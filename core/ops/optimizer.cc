@@ -92,6 +92,27 @@ void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
         pp[i] = FromCompute<T>(ToCompute(pp[i]) * decay - ss * mi / denom);
       }
     };
+    if constexpr (sizeof(T) == 2) {
+      // float16 / bfloat16: torch's single-tensor AdamW (its CPU default) op by op, each result rounded to T, as
+      // its kernels compute them: param.mul_(1 - lr·wd); exp_avg.lerp_(grad, 1 - β1) (a fused multiply-add);
+      // exp_avg_sq.mul_(β2).addcmul_(grad, grad, 1 - β2) (fused: (w2·g)·g + v); denom = sqrt(v) / √bc2 + eps
+      // (three roundings: float16's eps of 1e-8 is 0, so a zero exp_avg_sq divides by zero, as torch's does);
+      // param.addcdiv_(exp_avg, denom, -step_size). Computed once in float and rounded at the end, a
+      // float16 / bfloat16 model drifted from torch's by an ulp a step (the fp32 path keeps its fused form).
+      const auto round = [](C x) { return ToCompute(FromCompute<T>(x)); };
+      const bool low = 1.0 - k.b1 < 0.5;
+      for (int64_t i = s; i < e; ++i) {
+        const C grad = ToCompute(pg[i]), m0 = ToCompute(pm[i]);
+        const C p = k.decay != 1.0 ? round(ToCompute(pp[i]) * decay) : ToCompute(pp[i]);
+        const C mi = round(low ? std::fma(w1, grad - m0, m0) : std::fma(-(grad - m0), omw1, grad));
+        const C vi = round(std::fma(w2 * grad, grad, round(ToCompute(pv[i]) * cb2)));
+        const C denom = round(round(round(std::sqrt(vi)) / bcs) + ceps);
+        pm[i] = FromCompute<T>(mi);
+        pv[i] = FromCompute<T>(vi);
+        pp[i] = FromCompute<T>(p + (-ss * mi) / denom);
+      }
+      return;
+    }
     if (1.0 - k.b1 < 0.5) {
       update(std::true_type{});
     } else {
