@@ -642,7 +642,9 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm over [N, C, *]: batch statistics in training (biased variance to
     normalize; the running variance takes the unbiased one, blended by momentum in place), the running
-    statistics otherwise. Low-precision inputs are normalized in float32 and returned in their dtype."""
+    statistics otherwise. Low-precision inputs are normalized in float32 and returned in their dtype; in
+    evaluation, and in training with parameters and statistics of the input's 16-bit dtype, with torch's
+    rounding (nn/_lowp.py)."""
     if input.ndim < 2:
         raise ValueError("batch_norm: expected at least 2D input (got %dD input)" % input.ndim)
     c = input.shape[1]
@@ -651,15 +653,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError("batch_norm: %s should have %d elements (the channels of input %s), got shape %s"
                                % (what, c, list(input.shape), list(t.shape)))
     shape = [1, c] + [1] * (input.ndim - 2)
+    count = input.numel() // c if c else 0
+    if training and count <= 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size %s"
+                         % list(input.shape))
+    if training and not input.is_distributed and \
+            _lowp.shared_16bit(input, running_mean, running_var, weight, bias) is not None:
+        return _lowp.batch_norm_train(input, running_mean, running_var, weight, bias, momentum, eps)
+    if not training and running_mean is not None and running_var is not None:
+        kind = _lowp.eval_parameters(input, running_mean, running_var, weight, bias)
+        if kind is not None:
+            return _lowp.batch_norm_eval(input, running_mean, running_var, weight, bias, eps, kind)
     # bfloat16 training input: the fused op reads and writes bf16 itself (float32 parameters and statistics)
     fused_bf16 = training and input.dtype == _C.dtype.bfloat16
     x = input if input.dtype == _C.dtype.float64 or fused_bf16 else input.float()
     pdt = _C.dtype.float32 if fused_bf16 else x.dtype
     if training:
-        count = input.numel() // c
-        if count <= 1:
-            raise ValueError("Expected more than 1 value per channel when training, got input size %s"
-                             % list(input.shape))
         # One fused op (core/ops/batch_norm.h): the batch mean and biased variance, the normalized and
         # affine output; its backward is fused too (composed under create_graph).
         y, mean, var = _C._functional._batch_norm_train(
