@@ -13,9 +13,11 @@ exact. Adaptive average pooling is one small averaging matrix per spatial dim (F
 
 float32 convolutions outside autocast (zero padding; other padding modes gather) run instead on the C++
 op of core/ops/conv.h, oneDNN's convolution primitives: 12x faster than this composition on a [32, 64,
-32, 32] 3x3 layer (fwd + bwd). The composition remains for float64 and 16-bit dtypes, autocast regions
-and the reflect / replicate / circular modes, and serves pooling, fold/unfold and conv_transpose; its
-index arrays are cached per geometry.
+32, 32] 3x3 layer (fwd + bwd). The composition remains for float64 and the reflect / replicate / circular
+modes, and serves pooling, fold/unfold and conv_transpose; its index arrays are cached per geometry.
+16-bit convolutions round as torch's CPU kernels do: bfloat16 ones on oneDNN's bfloat16 primitives, or in
+float32 rounded once where those would round before the bias; float16 ones in float32, rounded once;
+float16 conv_transpose through torch's slow kernel (nn/_lowp.py).
 """
 import builtins
 import functools
@@ -24,6 +26,7 @@ import math
 import numpy as np
 
 from .. import _C
+from . import _lowp
 from .._extra import _channel_affine
 from .._autocast_policy import autocast_off as _autocast_off, float32_under_autocast as _float32_under_autocast
 from .._autocast_policy import lower_precision_under_autocast as _lower_under_autocast
@@ -220,7 +223,7 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mo
     if weight.ndim != nd + 2:
         raise RuntimeError("%s: expected weight to be %d-dimensional, got weight of size %s"
                            % (name, nd + 2, list(weight.shape)))
-    n, c = x.shape[0], x.shape[1]
+    c = x.shape[1]
     oc, cg = weight.shape[0], weight.shape[1]
     kernel = tuple(weight.shape[2:])
     if groups < 1 or oc % groups:
@@ -243,13 +246,25 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mo
     if bias is not None and tuple(bias.shape) != (oc,):
         raise RuntimeError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, but got bias "
                            "of size %s instead" % (list(weight.shape), oc, list(bias.shape)))
+    out = _conv_compute(nd, x, weight, bias, stride, pads, dilation, groups, padding_mode)
+    return out if batched else out.squeeze(0)
+
+
+def _conv_compute(nd, x, weight, bias, stride, pads, dilation, groups, padding_mode):
     dt = _fused_dtype(x, weight, bias) if padding_mode == "zeros" else None
-    if dt is not None:
+    if dt is not None:  # (oneDNN's bfloat16 convolution adds the bias to its float32 sums: one rounding)
         x, weight, bias = _cast_all(dt, x, weight, bias)
-        out = _C._functional._convolution(x, weight, bias, list(stride), [p[0] for p in pads], [p[1] for p in pads],
-                                          list(dilation), groups)
-        return out if batched else out.squeeze(0)
-    cols, outs = _gather(x, size, kernel, stride, pads, dilation, False, padding_mode, 0.0)
+        return _C._functional._convolution(x, weight, bias, list(stride), [p[0] for p in pads],
+                                           [p[1] for p in pads], list(dilation), groups)
+    low = _lowp.shared_16bit(x, weight, bias)
+    if low is not None:
+        # torch's float16 convolution (slow_conv*d: a gemm into the bias) and the bfloat16 one accumulate in
+        # float32 and add the bias there: round once, not after the products and again after the bias
+        return _lowp.rounded_once(low, _conv_compute, nd, x, weight, bias, stride, pads, dilation, groups,
+                                  padding_mode)
+    n, oc, cg = x.shape[0], weight.shape[0], weight.shape[1]
+    kernel = tuple(weight.shape[2:])
+    cols, outs = _gather(x, tuple(x.shape[2:]), kernel, stride, pads, dilation, False, padding_mode, 0.0)
     k, o = int(np.prod(kernel)), int(np.prod(outs))
     cols = cols.reshape(n, groups, cg * k, o)
     w = weight.reshape(groups, oc // groups, cg * k)
@@ -257,7 +272,7 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mo
     out = out.reshape(n, oc, *outs)
     if bias is not None:
         out = out + bias.reshape(1, oc, *([1] * nd))
-    return out if batched else out.squeeze(0)
+    return out
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -287,7 +302,7 @@ def _fold_rows(cols, size, kernel, stride, pads, dilation, outs=None):
 def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     name = "conv_transpose%dd" % nd
     x, batched = _batched(input, nd, name)
-    n, c = x.shape[0], x.shape[1]
+    c = x.shape[1]
     if weight.ndim != nd + 2 or weight.shape[0] != c:
         raise RuntimeError("%s: weight of size %s does not match input%s (expected weight [%d, out_channels/groups, "
                            "kernel...])" % (name, list(weight.shape), list(x.shape), c))
@@ -309,8 +324,27 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
                  for i in range(nd))
     if any(s <= 0 for s in size):
         raise RuntimeError("%s: output size %s is too small for input%s" % (name, list(size), list(x.shape)))
+    out = _conv_transpose_compute(x, weight, bias, stride, padding, output_padding, groups, dilation, size)
+    return out if batched else out.squeeze(0)
+
+
+def _conv_transpose_compute(x, weight, bias, stride, padding, output_padding, groups, dilation, size):
+    nd, n, c = x.ndim - 2, x.shape[0], x.shape[1]
+    ocg, kernel, size_in = weight.shape[1], tuple(weight.shape[2:]), tuple(x.shape[2:])
+    pads = tuple((padding[i], padding[i]) for i in range(nd))
     dt = _fused_dtype(x, weight, bias)
-    if dt is not None and all(output_padding[i] < stride[i] for i in range(nd)):
+    fits = all(output_padding[i] < stride[i] for i in range(nd))
+    low = _lowp.shared_16bit(x, weight, bias)
+    if low == _C.dtype.float16 or (low is not None and not fits):
+        # torch's slow_conv_transpose*d: float16 always (oneDNN has no float16 deconvolution without AVX512-FP16),
+        # bfloat16 where output_padding >= stride (torch keeps those off oneDNN)
+        return _lowp.conv_transpose_slow(x, weight, bias, groups, size, kernel, stride, padding, dilation)
+    if low is not None and bias is not None:
+        # torch's oneDNN deconvolution adds the bias to its float32 sums and rounds once (the bfloat16
+        # primitive below would round before the bias)
+        return _lowp.rounded_once(low, _conv_transpose_compute, x, weight, bias, stride, padding, output_padding,
+                                  groups, dilation, size)
+    if dt is not None and fits:
         # oneDNN (core/ops/conv.h): conv_transpose is the input gradient of the convolution with this weight
         # that maps the output back onto x; its gradients are a convolution (x) and a weight gradient (w).
         # (output_padding >= stride, allowed under a larger dilation, gives that convolution one output
@@ -320,8 +354,7 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
                                              list(dilation), groups)
         if bias is not None:
             out = out + bias.reshape(1, groups * ocg, *([1] * nd))
-        return out if batched else out.squeeze(0)
-    pads = tuple((padding[i], padding[i]) for i in range(nd))
+        return out
     k, l = int(np.prod(kernel)), int(np.prod(size_in))
     cg = c // groups
     w = weight.reshape(groups, cg, ocg * k).transpose(1, 2)  # [G, OCg*K, Cg]
@@ -329,7 +362,7 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
     out = _fold_rows(cols.reshape(n, groups * ocg, k * l), size, kernel, stride, pads, dilation, size_in)
     if bias is not None:
         out = out + bias.reshape(1, groups * ocg, *([1] * nd))
-    return out if batched else out.squeeze(0)
+    return out
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -609,7 +642,9 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm over [N, C, *]: batch statistics in training (biased variance to
     normalize; the running variance takes the unbiased one, blended by momentum in place), the running
-    statistics otherwise. Low-precision inputs are normalized in float32 and returned in their dtype."""
+    statistics otherwise. Low-precision inputs are normalized in float32 and returned in their dtype; in
+    evaluation, and in training with parameters and statistics of the input's 16-bit dtype, with torch's
+    rounding (nn/_lowp.py)."""
     if input.ndim < 2:
         raise ValueError("batch_norm: expected at least 2D input (got %dD input)" % input.ndim)
     c = input.shape[1]
@@ -618,15 +653,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError("batch_norm: %s should have %d elements (the channels of input %s), got shape %s"
                                % (what, c, list(input.shape), list(t.shape)))
     shape = [1, c] + [1] * (input.ndim - 2)
+    count = input.numel() // c if c else 0
+    if training and count <= 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size %s"
+                         % list(input.shape))
+    if training and not input.is_distributed and \
+            _lowp.shared_16bit(input, running_mean, running_var, weight, bias) is not None:
+        return _lowp.batch_norm_train(input, running_mean, running_var, weight, bias, momentum, eps)
+    if not training and running_mean is not None and running_var is not None:
+        kind = _lowp.eval_parameters(input, running_mean, running_var, weight, bias)
+        if kind is not None:
+            return _lowp.batch_norm_eval(input, running_mean, running_var, weight, bias, eps, kind)
     # bfloat16 training input: the fused op reads and writes bf16 itself (float32 parameters and statistics)
     fused_bf16 = training and input.dtype == _C.dtype.bfloat16
     x = input if input.dtype == _C.dtype.float64 or fused_bf16 else input.float()
     pdt = _C.dtype.float32 if fused_bf16 else x.dtype
     if training:
-        count = input.numel() // c
-        if count <= 1:
-            raise ValueError("Expected more than 1 value per channel when training, got input size %s"
-                             % list(input.shape))
         # One fused op (core/ops/batch_norm.h): the batch mean and biased variance, the normalized and
         # affine output; its backward is fused too (composed under create_graph).
         y, mean, var = _C._functional._batch_norm_train(
