@@ -81,9 +81,11 @@ def _scaled_add(input, other, alpha):
             fused = fused_scaled_add(input.to(dtype), other.to(dtype), alpha)
             if fused is not None:
                 return fused
-        if dtype in _dtypes.REDUCED:
+        if dtype in _dtypes.REDUCED:  # torch's vector body: alpha in the dtype, one fused multiply-add in float32
             _C._check_number_fits(_float(alpha), dtype)
             alpha = _C._full([], alpha, dtype).item()
+            one = _one(_dtypes.float32)
+            return _C._functional.addcmul(input.float(), one, other.float(), float(alpha)).to(dtype)
         work = _dtypes.opmath(dtype)
         return (input.to(work) + other.to(work) * alpha).to(dtype)
     if isinstance(input, Tensor) and input.dtype in _dtypes.REDUCED:

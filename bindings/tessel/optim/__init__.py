@@ -563,7 +563,7 @@ class Adam(Optimizer):
         wd = float(group["weight_decay"])
         if self._decoupled_in(group) or wd == 0.0:
             return None
-        return lambda p, g: g + p.detach() * wd
+        return lambda p, g: g.add(p.detach(), alpha=wd)  # torch's grad.add(param, alpha=wd): one rounding
 
     def _hyper(self, g):
         b1, b2 = g["betas"]
