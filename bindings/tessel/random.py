@@ -1,4 +1,5 @@
-"""tessel.random: torch.random's functions over tessel's counter-based (Philox) generators.
+"""tessel.random: torch.random's functions over tessel's generators (a counter-based Philox stream for the C++
+API's block-exact draws, and torch's MT19937 host stream, which every CPU draw of the Python face takes as torch's).
 
 A generator's state is its seed, its counter offset, the count of words drawn from its host stream
 (core/tensor/random.h) and the normal value its host stream holds for the next one-at-a-time normal draw

@@ -9,9 +9,8 @@ window ends at the input's end. The max of a window is its first largest entry, 
 within the plane. The gradient flows to the chosen entries (a gather).
 
 Drawn samples (none given) come from the default generator's host stream as torch's CPU `torch.rand` draws them
-(tessel/_host_random.py), so a generator seeded as in a torch script and used only for host draws since gives
-torch's windows; after other draws (tessel's tensor draws are Philox, torch's are not) they differ, as every
-tessel tensor draw does. Pass _random_samples for exact windows.
+(tessel/_host_random.py), so a generator seeded as in a torch script gives torch's windows (every CPU draw of the
+Python face follows torch's stream: core/tensor/torch_random.h).
 """
 import numpy as np
 
