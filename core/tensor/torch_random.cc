@@ -226,6 +226,13 @@ void NormalFill(S* data, int64_t n, Words& w, double mean, double std, TorchCpuK
   }
 }
 
+// The words n one-at-a-time normals take: two 53-bit uniforms (four words) per Box-Muller pair, the first value
+// taken from the generator's held one when it has one.
+uint64_t OneAtATimeNormalWords(const Generator& gen, uint64_t n) {
+  const uint64_t fresh = n - (gen.next_normal() && n > 0 ? 1 : 0);
+  return 4 * ((fresh + 1) / 2);
+}
+
 // aten's normal_distribution<double> for one element, with the generator's cached second value.
 double NormalOne(Generator& gen, Words& w, double mean, double std, TorchCpuKernels k) {
   double ret;
@@ -472,10 +479,8 @@ void TorchNormal(const Tensor& out, Generator& gen, double mean, double std) {
   const auto n = static_cast<uint64_t>(out.numel());
   const uint64_t per_value = out.dtype() == DType::kFloat64 ? 2 : 1;  // words per uniform of a block fill
   const bool blocks = n >= 16 && out.is_contiguous();
-  // A block fill: n uniforms and 16 more where 16 does not divide n. One at a time: two 53-bit uniforms (four
-  // words) per pair of values, the first value taken from the generator's cache when it holds one.
-  const uint64_t fresh = n - (gen.next_normal() && n > 0 ? 1 : 0);
-  const uint64_t words = blocks ? per_value * (n + (n % 16 ? 16 : 0)) : 4 * ((fresh + 1) / 2);
+  // A block fill: n uniforms and 16 more where 16 does not divide n.
+  const uint64_t words = blocks ? per_value * (n + (n % 16 ? 16 : 0)) : OneAtATimeNormalWords(gen, n);
   {
     Words w(gen, words);
     TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "normal_", [&] {
@@ -496,9 +501,8 @@ void TorchLogNormal(const Tensor& out, Generator& gen, double mean, double std) 
   TESSEL_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
   const TorchCpuKernels k = ActiveTorchCpuKernels();
   const auto n = static_cast<uint64_t>(out.numel());
-  const uint64_t fresh = n - (gen.next_normal() && n > 0 ? 1 : 0);
   {
-    Words w(gen, 4 * ((fresh + 1) / 2));
+    Words w(gen, OneAtATimeNormalWords(gen, n));
     TESSEL_DISPATCH_FLOATING_TYPES(out.dtype(), "log_normal_", [&] {
       ForEachInMemoryOrder<scalar_t>(out, [&](scalar_t* e) {
         *e = FromCompute<scalar_t>(std::exp(NormalOne(gen, w, mean, std, k)));

@@ -5,6 +5,7 @@ script's model starts from the same distribution; values differ from torch's onl
 
     stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
 """
+import functools
 import math
 import warnings
 
@@ -309,19 +310,10 @@ class _NormBase(Module):
             self.num_features, self.eps, self.momentum, self.affine, self.bias is not None, self.track_running_stats)
 
 
-class _SyncBatchNormFunction:
+@functools.cache
+def _make_sync_batch_norm_function():
     """Built on first use (tessel.autograd imports tessel.nn's package): the autograd.Function of
     SyncBatchNorm's training forward and backward."""
-    cls = None
-
-    @classmethod
-    def get(cls):
-        if cls.cls is None:
-            cls.cls = _make_sync_batch_norm_function()
-        return cls.cls
-
-
-def _make_sync_batch_norm_function():
     from .. import autograd, distributed as dist
 
     class SyncBatchNormFunction(autograd.Function):
@@ -423,7 +415,7 @@ class SyncBatchNorm(_BatchNormNd):
             return _NormBase.forward(self, input)
         factor = self._count_batch()
         track = self.training and self.track_running_stats
-        return _SyncBatchNormFunction.get().apply(input, self.weight, self.bias,
+        return _make_sync_batch_norm_function().apply(input, self.weight, self.bias,
                                                   self.running_mean if track else None,
                                                   self.running_var if track else None, self.eps, factor,
                                                   self.process_group)

@@ -62,20 +62,11 @@ def _col2im_slices(size, kernel, stride, padding, dilation, size_in):
             for flat, combo in enumerate(itertools.product(*per_dim)) if all(c is not None for c in combo)]
 
 
-class _Col2im:
+@functools.cache
+def _make_col2im():
     """Built on first use (tessel.autograd imports tessel.nn's package): the autograd.Function of torch's col2im
     in a 16-bit dtype, cols [N, C, K, *L] added into a zero output [N, C, *size] one kernel offset at a time
     (each addition rounded to the dtype); its gradient is the gather of the output gradient (im2col)."""
-    cls = None
-
-    @classmethod
-    def get(cls):
-        if cls.cls is None:
-            cls.cls = _make_col2im()
-        return cls.cls
-
-
-def _make_col2im():
     from ..autograd import Function
     from ._conv_ops import _window_index
 
@@ -116,7 +107,7 @@ def conv_transpose_slow(x, weight, bias, groups, size, kernel, stride, padding, 
     w = weight.reshape(groups, cg, ocg * k).transpose(1, 2).to(_F32)
     cols = (w.unsqueeze(0).expand(n, groups, ocg * k, cg) @ x.reshape(n, groups, cg, l).to(_F32)).to(x.dtype)
     cols = cols.reshape(n, groups * ocg, k, *size_in)
-    out = _Col2im.get().apply(cols, tuple(size), tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+    out = _make_col2im().apply(cols, tuple(size), tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
     if bias is not None:
         out = out + bias.reshape(1, groups * ocg, *([1] * len(size)))
     return out
@@ -200,7 +191,7 @@ def batch_norm_train(input, running_mean, running_var, weight, bias, momentum, e
         save_mean, save_invstd, mean, var_sum = _batch_statistics(input.detach(), count, eps, layout)
         if running_mean is not None or running_var is not None:
             _blend_running(running_mean, running_var, mean, var_sum, count, momentum, layout)
-    return _BatchNorm16.get().apply(input, weight, bias, save_mean, save_invstd, eps, layout)
+    return _make_batch_norm16().apply(input, weight, bias, save_mean, save_invstd, eps, layout)
 
 
 def _in_dtype_arithmetic(x, weight, bias, mean, invstd, shape):
@@ -264,20 +255,6 @@ def batch_norm_eval(input, running_mean, running_var, weight, bias, eps, kind):
     return y.to(input.dtype)
 
 
-class _BatchNorm16:
-    """Built on first use (tessel.autograd imports tessel.nn's package): the autograd.Function whose forward
-    normalizes with the rounded statistics and whose backward is torch's batch_norm_backward with them: with
-    xm = x - mean, dx = ((dy - Σdy / N) - xm · (Σxm·dy · invstd² / N)) · invstd · weight in float32, dweight =
-    Σxm·dy · invstd, dbias = Σdy, each rounded to its dtype (the generic kernel: in the dtype's arithmetic)."""
-    cls = None
-
-    @classmethod
-    def get(cls):
-        if cls.cls is None:
-            cls.cls = _make_batch_norm16()
-        return cls.cls
-
-
 def _backward(x, dy, weight, mean, invstd, dims, shape, count, needs):
     """batch_norm_backward_cpu's contiguous / channels-last kernels (float32 arithmetic)."""
     dy32 = dy.to(_F32)
@@ -324,7 +301,12 @@ def _backward_generic(x, dy, weight, mean, invstd, dims, shape, count, needs):
     return dx, dw, db
 
 
+@functools.cache
 def _make_batch_norm16():
+    """Built on first use (tessel.autograd imports tessel.nn's package): the autograd.Function whose forward
+    normalizes with the rounded statistics and whose backward is torch's batch_norm_backward with them: with
+    xm = x - mean, dx = ((dy - Σdy / N) - xm · (Σxm·dy · invstd² / N)) · invstd · weight in float32, dweight =
+    Σxm·dy · invstd, dbias = Σdy, each rounded to its dtype (the generic kernel: in the dtype's arithmetic)."""
     from ..autograd import Function
 
     class BatchNorm16(Function):
