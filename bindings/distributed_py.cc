@@ -720,6 +720,8 @@ void BindFsdp(py::module_& m) {
         NoGil([&] { f.SetSeparateReduceScatterGroup(enable, recurse); });  // collective the first time
       }, py::arg("enable") = true, py::arg("recurse") = true)
       .def("set_unshard_in_backward", &F::SetUnshardInBackward, py::arg("unshard_in_backward"))
+      .def("_reset_sharded_params", &F::ResetShardedParams)
+      .def("_check_params_changeable", &F::CheckParamsChangeable)
       .def("set_is_last_backward", &F::SetIsLastBackward, py::arg("is_last_backward"))
       .def("set_manual_backward_finalization", &F::SetManualBackwardFinalization, py::arg("enabled"))
       .def("finish_pending_backward", [](const F& f) { NoGil([&] { f.FinishPendingBackward(); }); })

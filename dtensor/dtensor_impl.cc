@@ -26,6 +26,17 @@ std::shared_ptr<TensorImpl> DTensorImpl::ShallowCopyWithNewVersion() const {
   return copy;
 }
 
+void DTensorImpl::SetDataFromDistributed(const TensorImpl& source) {
+  const auto* src = dynamic_cast<const DTensorImpl*>(&source);
+  TESSEL_CHECK(src != nullptr, "Tensor.data = value: a DTensor takes a DTensor's data, got a ", source.KindName());
+  TESSEL_CHECK(src->mesh_ == mesh_, "Tensor.data = value: the DTensor on ", mesh_.ToString(),
+               " cannot take the data of one on ", src->mesh_.ToString());
+  local_ = src->local_;
+  spec_ = src->spec_;
+  view_copy_of_ = src->view_copy_of_;
+  SetMetadata(spec_.shape(), spec_.strides(), spec_.dtype());
+}
+
 void CheckWritesThrough(const Tensor& t, const std::string& op) {
   const DTensorImpl* d = AsDTensorImpl(t);
   TESSEL_CHECK(d == nullptr || d->view_copy_of().empty(), op, ": the DTensor it writes (", ShapeStr(t.sizes()), " ",

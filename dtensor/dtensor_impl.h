@@ -50,6 +50,11 @@ class DTensorImpl final : public TensorImpl {
   const std::string& view_copy_of() const { return view_copy_of_; }
   void set_view_copy_of(std::string op) { view_copy_of_ = std::move(op); }
 
+ protected:
+  // torch's `dtensor.data = other` (TensorImpl::SetDataFrom): every handle of this DTensor sees other's local
+  // tensor, spec (dtype included) and mesh, which must be this DTensor's mesh.
+  void SetDataFromDistributed(const TensorImpl& source) override;
+
  private:
   Tensor local_;
   DTensorSpec spec_;

@@ -65,6 +65,35 @@ TEST(DTensorTest, DTensorIsADistributedTensorImplBehindTheTensorHandle) {
   }, testing::FastRanks());
 }
 
+TEST(DTensorTest, DataAssignmentTakesAnotherDTensorsShardsAndDTypeOnTheSameMesh) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    DeviceMesh mesh = InitDeviceMesh(pg, {2}, {"x"});
+    DeviceMesh other = InitDeviceMesh(pg, {2}, {"y"});
+    DTensor p = DistributeTensor(FromDoubles(Iota(6), Shape{6}, DType::kFloat32), mesh, ParsePlacements("S(0)"));
+    p.set_requires_grad(true);
+    const Tensor handle = p;  // another handle of the same parameter (a module's, an optimizer's)
+    DTensor cast = DistributeTensor(FromDoubles({.5, 1, 2, 3, 4, 5}, Shape{6}, DType::kFloat64), mesh,
+                                    ParsePlacements("S(0)"));
+    handle.impl()->SetDataFrom(*cast.tensor().impl(), /*as_data=*/true);  // torch's `p.data = cast`
+    const DTensor seen(handle);
+    EXPECT_EQ(seen.dtype(), DType::kFloat64);
+    EXPECT_EQ(seen.spec(), cast.spec());
+    EXPECT_TRUE(seen.requires_grad());
+    EXPECT_TRUE(seen.ToLocal().impl()->storage().is_same(cast.ToLocal().impl()->storage()));
+    const std::vector<double> mine = pg->rank() == 0 ? std::vector<double>{.5, 1, 2} : std::vector<double>{3, 4, 5};
+    EXPECT_EQ(seen.ToLocal().ToDoubleVector(), mine);
+    DTensor elsewhere =
+        DistributeTensor(FromDoubles(Iota(6), Shape{6}, DType::kFloat32), other, ParsePlacements("S(0)"));
+    ExpectError(ErrorCode::kInvalidArgument, {"Tensor.data = value", "axes=[x]", "axes=[y]"},
+                [&] { handle.impl()->SetDataFrom(*elsewhere.tensor().impl(), true); });
+    ExpectError(ErrorCode::kFailedPrecondition, {"Tensor.data = value: two dense tensors or two DTensors", "DTensor",
+                                                 "dense"},
+                [&] { handle.impl()->SetDataFrom(*Zeros({6}).impl(), true); });
+    ExpectError(ErrorCode::kFailedPrecondition, {"Tensor.set_: dense tensors only"},
+                [&] { handle.impl()->SetDataFrom(*cast.tensor().impl()); });
+  }, testing::FastRanks());
+}
+
 TEST(DTensorTest, SourceRankIsBroadcastOverTheMesh) {
   comm::RunRanks(4, [](comm::ProcessGroupPtr pg) {
     DeviceMesh mesh = InitDeviceMesh(pg, {2, 2}, {"dp", "tp"});

@@ -101,7 +101,9 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
       orig_dtype_(param.dtype()),
       param_dtype_(IsFloating(param.dtype()) ? mp.param_dtype.value_or(param.dtype()) : param.dtype()),
       // unset: the original dtype (torch 2.15: fp32 gradients reduce in fp32 whatever param_dtype)
-      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param.dtype()) : param.dtype()) {
+      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param.dtype()) : param.dtype()),
+      mp_param_dtype_(mp.param_dtype),
+      mp_reduce_dtype_(mp.reduce_dtype) {
   NoGradGuard no_grad;
   Tensor local = param;
   if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {
@@ -177,6 +179,45 @@ void FsdpParam::SetModuleParam(const Tensor& value) {
   for (const std::string& fqn : fqns_) module_->SetParameter(fqn, value, false, /*retire_old=*/!swapped_in_);
   for (const auto& [module, fqn] : other_owners_) module->SetParameter(fqn, value, false, !swapped_in_);
   swapped_in_ = true;
+}
+
+void FsdpParam::ResetShardedParam() {
+  const dtensor::DTensorImpl& d = dtensor::GetDTensorImpl(sharded_param_, "fully_shard");
+  const Tensor local = d.local();
+  if (local.impl()->storage().is_same(sharded_storage_.impl()->storage()) && local.dtype() == orig_dtype_) return;
+  const Tensor expected = LocalView(sharded_storage_, 0, local_size_);
+  TESSEL_CHECK(local.sizes() == expected.sizes(), "fully_shard: parameter '", display_fqn_, "' was given data of ",
+               "local shape ", ShapeStr(local.sizes()), " where its shard is ", ShapeStr(expected.sizes()),
+               ": replace a sharded parameter's data with data of its own shape");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !unsharded_allocated_, "fully_shard: parameter '", display_fqn_,
+                    "' changed while its unsharded parameter is in use (during forward or backward, or unsharded by ",
+                    "hand); change parameters between iterations");
+  NoGradGuard no_grad;
+  const DType dtype = local.dtype();
+  const bool deferred = local.impl()->storage().deferred_init();
+  {
+    memory::LedgerScope ledger(memory::Ledger::kParams);
+    sharded_storage_ = Zeros({padded_shard_numel()}, dtype, local.device());
+  }
+  if (local_size_ > 0 && !deferred) CopyInto(LocalView(sharded_storage_, 0, local_size_), local);
+  if (deferred) sharded_storage_.impl()->storage().set_deferred_init(true);
+  if (dtype != orig_dtype_) {
+    orig_dtype_ = dtype;
+    param_dtype_ = IsFloating(dtype) ? mp_param_dtype_.value_or(dtype) : dtype;
+    reduce_dtype_ = IsFloating(dtype) ? mp_reduce_dtype_.value_or(dtype) : dtype;
+    const DTensorSpec s = *sharded_spec_;  // copies: emplace destroys the old value first
+    sharded_spec_.emplace(s.mesh_ptr(), s.placements(), s.shape(), s.strides(), dtype, s.shard_order());
+    if (tp_spec_) {
+      const DTensorSpec t = *tp_spec_;
+      tp_spec_.emplace(t.mesh_ptr(), t.placements(), t.shape(), t.strides(), param_dtype_, t.shard_order());
+    }
+    // The next unshard builds the unsharded parameter in the new all-gather dtype.
+    unsharded_flat_ = Tensor();
+    unsharded_param_ = Tensor();
+  }
+  const Tensor fresh = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_,
+                                            mesh_info_.mesh);
+  sharded_param_.checked_impl()->SetDataFrom(*fresh.impl(), /*as_data=*/true);
 }
 
 void FsdpParam::ToSharded() { SetModuleParam(sharded_param_); }

@@ -120,6 +120,13 @@ class FsdpParam {
   int64_t shard_dim() const { return dim_; }
   int64_t local_size() const { return local_size_; }
 
+  // torch's FSDPParam.reset_sharded_param: after the sharded parameter's data was replaced in place
+  // (Module.to(dtype) sets `param.data` to a cast DTensor), its local tensor becomes a view of a zero-padded
+  // flat storage again, in the new dtype, and the dtypes that follow the parameter's follow it (the all-gather's
+  // unless the MixedPrecisionPolicy names one, the reduce's likewise). No-op when the data is the one it
+  // holds. kInvalidArgument when the new local tensor has another shape, kFailedPrecondition while the
+  // unsharded bytes are allocated (only between iterations, resharded).
+  void ResetShardedParam();
   // Points every FQN of the module at the sharded DTensor / the unsharded tensor.
   void ToSharded();
   void ToUnsharded();
@@ -168,6 +175,7 @@ class FsdpParam {
   std::string display_fqn_;
   FsdpMeshInfo mesh_info_;
   DType orig_dtype_, param_dtype_, reduce_dtype_;
+  std::optional<DType> mp_param_dtype_, mp_reduce_dtype_;  // the MixedPrecisionPolicy's (ResetShardedParam)
   // U, the tensor FSDP shards (see the note): shape, the sharded dim, its size, the elements of one index
   // along it (U.numel() / U.size(dim) when not empty), slices per rank (padded), this rank's slices.
   Shape unsharded_shape_;

@@ -519,6 +519,14 @@ void FSDPModule::SetUnshardInBackward(bool unshard_in_backward) const {
   if (ParamGroup* g = state_->group()) g->unshard_in_backward = unshard_in_backward;
 }
 
+void FSDPModule::ResetShardedParams() const {
+  if (ParamGroup* g = state_->group()) g->ResetShardedParams();
+}
+
+void FSDPModule::CheckParamsChangeable() const {
+  if (const ParamGroup* g = state_->group()) g->CheckParamsChangeable();
+}
+
 void FSDPModule::SetAllReduceHook(std::function<void(const Tensor& reduce_output)> hook) const {
   if (ParamGroup* g = state_->group()) g->all_reduce_hook = std::move(hook);
 }

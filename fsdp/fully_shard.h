@@ -158,6 +158,11 @@ class FSDPModule {
   // indices). Gradients are still reduced. A backward that does read one of them fails with
   // kFailedPrecondition (their bytes were freed after forward). This module's group only.
   void SetUnshardInBackward(bool unshard_in_backward) const;
+  // torch's FSDPModule._apply after Module.to(dtype) replaced the sharded parameters' data: this module's group
+  // takes them as its shards, in their new dtype (ParamGroup::ResetShardedParams). Between iterations.
+  void ResetShardedParams() const;
+  // Its precondition, checked before Module.to changes anything (ParamGroup::CheckParamsChangeable).
+  void CheckParamsChangeable() const;
   // PyTorch's set_is_last_backward (the whole tree's setting; before the first forward, call it on the root):
   // with false, the next backward returns without waiting for its last reduce-scatter, whose gradients
   // reach .grad when a later backward (the first reduction it issues) or a last one finishes it; for

@@ -35,17 +35,40 @@ ParamGroup::ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshI
   for (auto& p : params_) raw_params_.push_back(p.get());
   layout_ = FlatLayout::Of(raw_params_);
   if (ReducesAcrossRanks()) flag_numel_ = GradFlagNumel(static_cast<int64_t>(raw_params_.size()));
-  param_dtype_ = raw_params_[0]->param_dtype();
-  reduce_dtype_ = raw_params_[0]->reduce_dtype();
+  SetDTypesFromParams();
+  for (FsdpParam* p : raw_params_) p->ToSharded();
+}
+
+void ParamGroup::SetDTypesFromParams() {
+  const DType param_dtype = raw_params_[0]->param_dtype(), reduce_dtype = raw_params_[0]->reduce_dtype();
   for (const FsdpParam* p : raw_params_) {
-    TESSEL_CHECK(p->param_dtype() == param_dtype_, "fully_shard: one all-gather needs one dtype, but parameter '",
-                 raw_params_[0]->fqn(), "' is gathered as ", DTypeName(param_dtype_), " and '", p->fqn(), "' as ",
+    TESSEL_CHECK(p->param_dtype() == param_dtype, "fully_shard: one all-gather needs one dtype, but parameter '",
+                 raw_params_[0]->fqn(), "' is gathered as ", DTypeName(param_dtype), " and '", p->fqn(), "' as ",
                  DTypeName(p->param_dtype()), "; wrap them with separate fully_shard calls");
-    TESSEL_CHECK(!p->requires_grad() || p->reduce_dtype() == reduce_dtype_, "fully_shard: one reduce-scatter needs ",
-                 "one dtype, but '", raw_params_[0]->fqn(), "' reduces in ", DTypeName(reduce_dtype_), " and '",
+    TESSEL_CHECK(!p->requires_grad() || p->reduce_dtype() == reduce_dtype, "fully_shard: one reduce-scatter needs ",
+                 "one dtype, but '", raw_params_[0]->fqn(), "' reduces in ", DTypeName(reduce_dtype), " and '",
                  p->fqn(), "' in ", DTypeName(p->reduce_dtype()));
   }
-  for (FsdpParam* p : raw_params_) p->ToSharded();
+  param_dtype_ = param_dtype;
+  reduce_dtype_ = reduce_dtype;
+}
+
+void ParamGroup::ResetShardedParams() {
+  CheckParamsChangeable();
+  post_forward_piece_ = Tensor();
+  for (FsdpParam* p : raw_params_) p->ResetShardedParam();
+  SetDTypesFromParams();
+}
+
+void ParamGroup::CheckParamsChangeable() const {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition,
+                    training_state_ == TrainingState::kIdle && !unsharded_ && !pending_unshard_ && !pending_reduce_,
+                    "fully_shard: the parameters of '", fqn_, "' changed (Module.to) during forward or backward, or "
+                    "while unsharded or with a reduction in flight; change them between iterations, resharded");
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !accumulated_grads_.defined() && !partial_reduce_output_.defined(),
+                    "fully_shard: the parameters of '", fqn_, "' changed (Module.to) while gradients of earlier ",
+                    "backwards wait for their reduction (set_requires_gradient_sync(False) or ",
+                    "set_requires_all_reduce(False)); run the synced backward first");
 }
 
 ParamGroup::~ParamGroup() {

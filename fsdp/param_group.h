@@ -111,6 +111,14 @@ class ParamGroup {
   // Module sees the sharded parameters; unsharded bytes freed; an issued all-gather is waited and dropped.
   void Reshard();
 
+  // torch's FSDPModule._apply tail: every parameter's ResetShardedParam (their data replaced by Module.to),
+  // then the group's all-gather and reduce dtypes from theirs. kFailedPrecondition unless the group is idle and
+  // resharded with no gradients held back for a later reduction (sync off, HSDP partial sums): between
+  // iterations. A post-forward piece is dropped (the shards are current).
+  void ResetShardedParams();
+  // ResetShardedParams's precondition (the kFailedPrecondition it raises), checked before anything changes.
+  void CheckParamsChangeable() const;
+
   void PreForward();
   void PostForward();
   void PreBackward(bool implicit_prefetch);
@@ -201,6 +209,8 @@ class ParamGroup {
   // Device tensors: the last reduction's gradient flags, resolved at the end of backward.
   std::optional<DeferredGradFlags> deferred_flags_;
   CommStreams* streams();
+  // The group's all-gather and reduce dtypes from its parameters' (one each, else kInvalidArgument).
+  void SetDTypesFromParams();
 };
 
 }  // namespace tessel::fsdp

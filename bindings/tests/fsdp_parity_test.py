@@ -3,8 +3,8 @@ fully_shard runs after its pre-forward (torch's prepend=True) and sees the unsha
 casts floating tensors inside list / tuple / dict arguments and keyword arguments; copy.deepcopy of a sharded
 state dict keeps each rank's piece and placements; isinstance(layer, FSDPModule) holds for a sharded nn.Linear;
 a slice of a sharded Sequential is a plain Sequential; sharded parameters keep their Python objects (ids, attributes)
-across forward and backward; Module.to(dtype) after fully_shard raises instead of being
-undone at the next forward."""
+across forward and backward; Module.to(dtype) after fully_shard casts the shards (it was once undone at the
+next forward)."""
 import copy
 import sys
 
@@ -117,18 +117,18 @@ def test_fsdp_module_checks_and_sequential_slices_as_torch():
         assert found == ["", "0"] and part_type == "Sequential" and not part_is_fsdp and not tail_is_fsdp
 
 
-def test_module_to_dtype_after_fully_shard_raises():
+def test_module_to_dtype_after_fully_shard_casts_the_shards():
+    """(More in fsdp_module_to_test.py.) Once raised: the cast was undone at the next forward."""
     def run(mesh):
         m = mlp()
         fully_shard(m, mesh=mesh)
         m.float()  # the same dtype: nothing to cast
-        with pytest.raises(NotImplementedError, match=r"Module.to\(tessel.float64\) on a module that fully_shard "
-                                                      r"manages \('<root>', a FSDPSequential\): cast the model "
-                                                      r"before"):
-            m.double()
-        return m[0].weight.dtype
+        m.double()
+        local = m[0].weight.to_local().dtype
+        y = m(tessel.ones(2, m[0].in_features, dtype=tessel.float64))
+        return m[0].weight.dtype, local, y.dtype
 
-    assert set(on_two_ranks(run).values()) == {tessel.float32}
+    assert set(on_two_ranks(run).values()) == {(tessel.float64, tessel.float64, tessel.float64)}
 
 
 def test_adagrad_on_sharded_parameters_starts_at_step_zero_through_a_step0_state_dict():

@@ -25,8 +25,11 @@ TensorImpl::TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t stor
 }
 
 void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
-  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !is_distributed() && !source.is_distributed(),
-                    "Tensor.set_: dense tensors only, got a ", KindName(), " and a ", source.KindName());
+  const bool distributed = is_distributed() && source.is_distributed() && as_data;
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, distributed || (!is_distributed() && !source.is_distributed()),
+                    as_data ? "Tensor.data = value: two dense tensors or two DTensors, got a "
+                            : "Tensor.set_: dense tensors only, got a ",
+                    KindName(), " and a ", source.KindName());
   TESSEL_CHECK((as_data || dtype_ == source.dtype_) && device_ == source.device_,
                as_data ? "Tensor.data = value: source has dtype " : "Tensor.set_: source has dtype ",
                DTypeName(source.dtype_), " on ", source.device_.ToString(), ", this tensor ", DTypeName(dtype_), " on ",
@@ -37,6 +40,7 @@ void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
                     as_data ? "Tensor.data = value: not on a tensor with autograd history (shape "
                             : "Tensor.set_: not on a tensor that requires grad or has autograd history (shape ",
                     ShapeStr(sizes_), ")");
+  if (distributed) return SetDataFromDistributed(source);
   // A parameter's (or gradient's, optimizer state's) new bytes stay in its ledger: `p.data = p.data.half()`
   // (Module.half / .to), load_state_dict(assign=True) moved a model's parameters to 'other'.
   const memory::Ledger ledger = storage_.defined() ? storage_.ledger() : memory::Ledger::kOther;
@@ -51,6 +55,17 @@ void TensorImpl::SetDataFrom(const TensorImpl& source, bool as_data) {
   storage_offset_ = source.storage_offset_;
   RefreshContiguity();
   CheckExtent();
+}
+
+void TensorImpl::SetMetadata(Shape sizes, Shape strides, DType dtype) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  dtype_ = dtype;
+  RefreshContiguity();
+}
+
+void TensorImpl::SetDataFromDistributed(const TensorImpl& source) {
+  TESSEL_INTERNAL_ASSERT(false, "Tensor.data = value: a ", KindName(), " cannot take a ", source.KindName(), "'s data");
 }
 
 TensorImpl::TensorImpl(Shape sizes, Shape strides, DType dtype, Device device)

@@ -104,6 +104,8 @@ class TensorImpl {
   // (unless `as_data`: torch's `leaf.data = source`, which keeps the leaf's requires_grad and .grad and takes
   // the source's dtype: Module.to(dtype) keeps its parameter objects so) on one that requires grad.
   // kFailedPrecondition / kInvalidArgument otherwise. Bumps nothing: the old storage is untouched.
+  // `as_data` with two DTensors (torch's `dtensor_param.data = cast`, Module.to after fully_shard or tensor
+  // parallel): this DTensor takes source's local tensor and spec; both on one mesh (kInvalidArgument otherwise).
   void SetDataFrom(const TensorImpl& source, bool as_data = false);
 
   // torch's view relation (Tensor._base). A view op's output (autograd::CallOp, OpDef::is_view) records
@@ -120,6 +122,10 @@ class TensorImpl {
 
  protected:
   void RefreshContiguity();
+  // A storage-less subclass's new sizes, strides and dtype (DTensorImpl's SetDataFromDistributed).
+  void SetMetadata(Shape sizes, Shape strides, DType dtype);
+  // SetDataFrom's distributed case, after its checks: both impls are distributed. Only DTensorImpl has one.
+  virtual void SetDataFromDistributed(const TensorImpl& source);
 
  private:
   // Dense impls: every element offset is computed without overflow and lies inside the storage

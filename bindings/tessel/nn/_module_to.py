@@ -12,7 +12,8 @@ def _module_to(self, *args, **kwargs):
     """Module.to(device | dtype | tensor, non_blocking=): a CPU device is where the module already is
     (returns self; any other device raises); a floating dtype casts every floating parameter in place, as
     torch's `param.data = cast` (the same Parameter objects, so an optimizer built before keeps training them;
-    their .grad cast too; a DTensor parameter is replaced by a cast one) and every floating buffer (BatchNorm's
+    their .grad cast too; DTensor parameters too: after fully_shard its groups gather and reduce in the new dtype
+    unless a MixedPrecisionPolicy names one, as torch's FSDPModule._apply) and every floating buffer (BatchNorm's
     running statistics, rotary tables: new tensors, as torch's; complex ones become real, as torch 2.15's), each
     kept persistent or not as it was."""
     from .._device import parse_to_args
@@ -39,15 +40,11 @@ def _cast_floating(self, dtype, complex_to_real):
     floating = (_dtypes.float32, _dtypes.float64, _dtypes.bfloat16, _dtypes.float16)
     if dtype not in floating:
         raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired dtype=%s" % dtype)
-    for name, m in self.named_modules():
-        if _C._fsdp_state(m) is not None and any(p.dtype in floating and p.dtype != dtype
-                                                 for p in m.parameters()):
-            # fully_shard's sharded parameters, buffers and all-gather sizes are fixed at its call: a cast here
-            # was undone at the next forward (the model trained in the old dtype, unseen by the optimizer)
-            raise NotImplementedError(
-                "Module.to(%s) on a module that fully_shard manages ('%s', a %s): cast the model before "
-                "fully_shard, or compute in another dtype with MixedPrecisionPolicy(param_dtype=...)"
-                % (dtype, name or "<root>", type(m).__name__))
+    # fully_shard's groups take their cast shards afterwards (torch's FSDPModule._apply): first check that every
+    # group may change (between iterations, resharded) so that a refusal leaves the model as it was.
+    fsdp_states = [st for st in (_C._fsdp_state(m) for m in self.modules()) if st is not None]
+    for st in fsdp_states:
+        st._check_params_changeable()
     for m in self.modules():
         persistent = None
         for name, b in list(m._named_buffers(False)):
@@ -62,9 +59,12 @@ def _cast_floating(self, dtype, complex_to_real):
     for name, p in list(self.named_parameters(remove_duplicate=False)):
         if p.dtype not in floating or p.dtype == dtype:
             continue
-        if not p.is_distributed and p.grad_fn is None:  # in place: a tied parameter's other names follow
+        if p.grad_fn is None:  # in place: a tied parameter's other names follow
             grad = p.grad
-            p.data = p.detach().to(dtype)
+            if p.is_distributed:  # torch's `param.data = cast` on a DTensor takes the cast DTensor's shards
+                p._set_data(p.detach().to(dtype))
+            else:
+                p.data = p.detach().to(dtype)
             if grad is not None:
                 if grad.is_distributed or grad.grad_fn is not None:
                     p.grad = grad.to(dtype)
@@ -79,6 +79,8 @@ def _cast_floating(self, dtype, complex_to_real):
                 cast.grad = p.grad.to(dtype)
             casts[key] = cast
         self._set_parameter(name, casts[key])
+    for st in fsdp_states:
+        st._reset_sharded_params()
     return self
 
 
