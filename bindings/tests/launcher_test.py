@@ -181,6 +181,53 @@ def test_both_processes_of_a_cross_group_deadlock_get_the_diagnosis_when_the_fin
         assert error.startswith("deadlock: rank 0 waits in all_reduce #0 (8 B, float32, sum) on group"), error
 
 
+def test_the_launcher_serves_the_store_so_rank_0_may_exit_first(tmp_path):
+    """torchrun's agent store: the workers are clients of a TCP store at MASTER_PORT that the launcher serves, so a
+    key rank 0 set is still there after rank 0 exited (rank 0 served it before: a rank 0 that finished first took it
+    away from ranks still rendezvousing, and this read failed)."""
+    out, _ = launch(tmp_path, """
+        import datetime, os, time, tessel.distributed as dist
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=datetime.timedelta(seconds=10))
+        if os.environ["RANK"] == "0":
+            store.set("from_rank_0", "hello")
+            with open("rank0.pid", "w") as f:
+                f.write(str(os.getpid()))
+        else:
+            while not os.path.exists("rank0.pid") or not open("rank0.pid").read():
+                time.sleep(0.05)
+            pid = int(open("rank0.pid").read())
+            try:
+                while True:  # until rank 0 has exited and the launcher has reaped it
+                    os.kill(pid, 0)
+                    time.sleep(0.05)
+            except ProcessLookupError:
+                pass
+            with open("out.txt", "w") as f:
+                f.write(store.get("from_rank_0").decode() + " " + os.environ["TORCHELASTIC_USE_AGENT_STORE"])
+    """, "--standalone", "--nproc-per-node", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "out.txt").read_text() == "hello True"
+
+
+def test_a_second_world_after_destroy_gets_keys_of_its_own_in_the_launchers_store(tmp_path):
+    out, _ = launch(tmp_path, """
+        import os, tessel, tessel.distributed as dist
+        sums = []
+        for world in range(3):
+            dist.init_process_group("gloo")
+            t = tessel.tensor([float(dist.get_rank() + 1 + world)])
+            dist.all_reduce(t)
+            sums.append(t.item())
+            dist.destroy_process_group()
+        with open("out_%s.txt" % os.environ["RANK"], "w") as f:
+            f.write(" ".join(map(str, sums)))
+    """, "--standalone", "--nproc-per-node", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for r in (0, 1):
+        assert (tmp_path / ("out_%d.txt" % r)).read_text() == "3.0 5.0 7.0"
+
+
 def test_max_restarts_runs_the_group_again(tmp_path):
     out, _ = launch(tmp_path, """
         import os

@@ -48,9 +48,14 @@ struct GlooOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   // Intra-op threads of the comm thread (local reductions, copies); 0: the caller's NumThreads().
   int num_threads = 0;
+  // The launcher serves the TcpStore at master_addr:master_port (torchrun's agent store, TORCHELASTIC_USE_AGENT_STORE):
+  // every rank is a client, under "/worker/attempt_<restart_count>/", so rank 0 exiting first cannot take the store
+  // away from ranks still rendezvousing.
+  bool agent_store = false;
+  int restart_count = 0;
 };
 
-// Collective over all `world_size` processes: rank 0 serves the TcpStore (unless store_dir is set).
+// Collective over all `world_size` processes: rank 0 serves the TcpStore (unless store_dir or agent_store is set).
 ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options = {});
 
 // Over a store the caller made; `prefix` separates groups (and jobs) sharing one store.
@@ -58,7 +63,8 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
                                     const GlooOptions& options = {});
 
 // torchrun-style: RANK, WORLD_SIZE (required), MASTER_ADDR (default 127.0.0.1), MASTER_PORT
-// (default 29500); optional TESSEL_STORE_DIR (FileStore), GLOO_SOCKET_IFNAME, TESSEL_COMM_TIMEOUT_MS.
+// (default 29500); optional TESSEL_STORE_DIR (FileStore), GLOO_SOCKET_IFNAME, TESSEL_COMM_TIMEOUT_MS,
+// TORCHELASTIC_USE_AGENT_STORE=True with TORCHELASTIC_RESTART_COUNT (the launcher serves the store).
 // Throws kInvalidArgument naming a missing or malformed variable. InitProcessGroupFromEnv also sets
 // the calling thread's intra-op budget to max(1, cores / LOCAL_WORLD_SIZE) when that is > 1.
 GlooOptions GlooOptionsFromEnv(int* rank, int* world_size);

@@ -1,7 +1,8 @@
 // comm/backends/gloo_init.cc — the gloo world of a rank from its environment: torchrun's variables (RANK,
-// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_WORLD_SIZE), the default rendezvous store (rank 0's TcpStore,
-// or a FileStore), and the node's cores shared among its ranks. The group itself is gloo.cc's.
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_WORLD_SIZE), the default rendezvous store (rank 0's TcpStore, the
+// launcher's, or a FileStore), and the node's cores shared among its ranks. The group itself is gloo.cc's.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -43,7 +44,15 @@ ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions
   std::shared_ptr<Store> store;
   std::string prefix = "tessel/";
   if (options.store_dir.empty()) {
-    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, rank == 0, options.timeout);
+    const bool serve = rank == 0 && !options.agent_store;
+    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, serve, options.timeout);
+    if (options.agent_store) {
+      // The launcher's store outlives this group: a later world of this process (after a destroy) needs keys of
+      // its own. Every rank makes the same sequence of worlds, so the count agrees across ranks.
+      static std::atomic<int> worlds{0};
+      const int world = worlds.fetch_add(1);
+      prefix = Str("/worker/attempt_", options.restart_count, world == 0 ? "" : Str("/world_", world), "/tessel/");
+    }
   } else {
     store = std::make_shared<FileStore>(options.store_dir);
     prefix = Str("tessel/", options.master_port, "/");  // jobs sharing a directory need distinct ports
@@ -59,6 +68,10 @@ GlooOptions GlooOptionsFromEnv(int* rank, int* world_size) {
   options.master_port = EnvInt("MASTER_PORT", 29500);
   if (const char* d = std::getenv("TESSEL_STORE_DIR"); d != nullptr) options.store_dir = d;
   if (const char* i = std::getenv("GLOO_SOCKET_IFNAME"); i != nullptr) options.iface = i;
+  if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE"); a != nullptr && std::string(a) == "True") {
+    options.agent_store = true;
+    options.restart_count = EnvInt("TORCHELASTIC_RESTART_COUNT", 0);
+  }
   options.timeout = milliseconds(EnvInt("TESSEL_COMM_TIMEOUT_MS", static_cast<int>(kDefaultTimeout.count())));
   return options;
 }

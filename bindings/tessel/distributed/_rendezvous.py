@@ -3,7 +3,8 @@ split from distributed/__init__.py. A rendezvous given rank= / world_size= or a 
 its store here and leaves os.environ as it was (torch's does not write RANK, MASTER_PORT, ...: a later
 init_process_group on another port, or the processes this one starts, would read them); the launcher's
 environment alone is read by the C++ rendezvous (comm/backends/gloo_init.cc). TESSEL_STORE_DIR, as there,
-rendezvouses through files in that directory instead of rank 0's TCP store.
+rendezvouses through files in that directory instead of rank 0's TCP store; under tessel.distributed.run (as under
+torchrun, TORCHELASTIC_USE_AGENT_STORE=True) the launcher serves the TCP store and every rank is its client.
 """
 import datetime
 import os
@@ -109,5 +110,20 @@ def rendezvous(init_method, rank, world_size, timeout):
         files = Store(_C._file_store(folder), timeout)
         files.host = host
         return PrefixStore("tessel/%d" % port, files), rank, world_size
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # The launcher serves the store (torch's agent store): every rank is a client, under the attempt's prefix, so
+        # rank 0 exiting first cannot take the store away from ranks still rendezvousing. A later world of this
+        # process (after destroy_process_group) gets keys of its own; every rank makes the same sequence of worlds.
+        global _agent_worlds
+        prefix = "/worker/attempt_%s" % os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        if _agent_worlds:
+            prefix += "/world_%d" % _agent_worlds
+        _agent_worlds += 1
+        client = PrefixStore(prefix, TCPStore(host, port, world_size, is_master=False, timeout=timeout))
+        client.host = host  # (the address's loopback-ness picks the transport's, as for rank 0's store)
+        return client, rank, world_size
     store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=timeout, multi_tenant=True)
     return store, rank, world_size
+
+
+_agent_worlds = 0  # worlds this process made through the launcher's store

@@ -304,14 +304,44 @@ def _stop(procs, grace=30.0, signum=signal.SIGTERM):
             pass
 
 
-def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_port, run_id, restart, max_restarts):
-    """torchrun's variables for local rank `local` of node `node_rank` (nproc workers per node)."""
+def worker_env(local, nproc, *, nnodes, node_rank, role, master_addr, master_port, run_id, restart, max_restarts,
+               agent_store=False):
+    """torchrun's variables for local rank `local` of node `node_rank` (nproc workers per node); agent_store: node
+    0's launcher serves the rendezvous store (AgentStore)."""
     rank, world = node_rank * nproc + local, nnodes * nproc
     return dict(RANK=str(rank), LOCAL_RANK=str(local), GROUP_RANK=str(node_rank), ROLE_RANK=str(rank),
                 ROLE_NAME=role, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(nproc), GROUP_WORLD_SIZE=str(nnodes),
                 ROLE_WORLD_SIZE=str(world), MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
                 TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT=str(restart),
-                TORCHELASTIC_MAX_RESTARTS=str(max_restarts))
+                TORCHELASTIC_MAX_RESTARTS=str(max_restarts), TORCHELASTIC_USE_AGENT_STORE=str(bool(agent_store)))
+
+
+class AgentStore:
+    """torchrun's agent store: node 0's launcher serves the rendezvous TCP store of the whole job for as long as it
+    runs, and every worker is a client (TORCHELASTIC_USE_AGENT_STORE=True; each restart under its own key prefix).
+    When rank 0 served it, a rank 0 that finished first took it away from ranks still rendezvousing (2 of 5 runs of
+    a script whose rank 0 initialized last and exited at once failed: "lost the connection to the store server").
+    `enabled` is False under TESSEL_STORE_DIR (the files rendezvous), or where a forked worker would inherit the
+    server; only node 0 serves, the other nodes' workers are its clients.
+
+        with AgentStore(node_rank, addr, port, env) as agent:  # agent.enabled goes to worker_env
+            ...
+    """
+
+    def __init__(self, node_rank, master_addr, master_port, env, allowed=True):
+        self.enabled = bool(allowed) and not env.get("TESSEL_STORE_DIR")
+        self._serve = self.enabled and node_rank == 0
+        self._addr, self._port, self._store = master_addr, int(master_port), None
+
+    def __enter__(self):
+        if self._serve:
+            from ._store import TCPStore
+            self._store = TCPStore(self._addr, self._port, is_master=True)
+        return self
+
+    def __exit__(self, *exc):
+        self._store = None  # (its server stops once every worker has exited)
+        return False
 
 
 class _LauncherSignal(Exception):
@@ -372,6 +402,15 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                   "process to be 1 in default, to avoid your system being overloaded, please further tune the "
                   "variable for optimal performance in your application as needed. \n"
                   "*****************************************", file=log, flush=True)
+    with AgentStore(node_rank, master_addr, master_port, base) as agent:
+        return _attempts(command, nproc, running, agent, base, nnodes=nnodes, node_rank=node_rank,
+                         master_addr=master_addr, master_port=master_port, max_restarts=max_restarts,
+                         monitor_interval=monitor_interval, run_id=run_id, role=role, log=log, logs=logs,
+                         shutdown_timeout=shutdown_timeout, failures=failures)
+
+
+def _attempts(command, nproc, running, agent, base, *, nnodes, node_rank, master_addr, master_port, max_restarts,
+              monitor_interval, run_id, role, log, logs, shutdown_timeout, failures):
     for restart in range(max_restarts + 1):
         with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
             procs, files = [], []
@@ -381,7 +420,8 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                 files.append(os.path.join(errors, "error_%d.json" % rank))
                 env_r = dict(base, **worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=role,
                                                 master_addr=master_addr, master_port=master_port, run_id=run_id,
-                                                restart=restart, max_restarts=max_restarts),
+                                                restart=restart, max_restarts=max_restarts,
+                                                agent_store=agent.enabled),
                              TORCHELASTIC_ERROR_FILE=files[-1])
                 kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
                 # ${local_rank} in an argument is the worker's (torch's macro: the legacy launcher's --local-rank)

@@ -20,7 +20,7 @@ import uuid
 
 from ..elastic.multiprocessing.api import SignalException
 from ..elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, get_error_handler
-from ..run import _free_port, entrypoint_name, run_workers, worker_env
+from ..run import AgentStore, _free_port, entrypoint_name, run_workers, worker_env
 
 __all__ = ["LaunchConfig", "elastic_launch", "launch_agent"]
 
@@ -107,15 +107,17 @@ def launch_agent(config, entrypoint, args):
         if code != 0:  # (stopped by a signal to this process)
             raise SignalException("Process %d got signal: %d" % (os.getpid(), code - 128), code - 128)
         return {node_rank * nproc + i: None for i in range(nproc)}
-    for restart in range(config.max_restarts + 1):
-        results, failures = _launch_function(config, entrypoint, args, nproc, nnodes, node_rank, host, port, run_id,
-                                             restart)
-        if not failures:
-            return results
+    # (a forked worker would inherit the store's server: then rank 0 serves it, as before)
+    with AgentStore(node_rank, host, port, os.environ, allowed=config.start_method != "fork") as agent:
+        for restart in range(config.max_restarts + 1):
+            results, failures = _launch_function(config, entrypoint, args, nproc, nnodes, node_rank, host, port,
+                                                 run_id, restart, agent.enabled)
+            if not failures:
+                return results
     raise ChildFailedError(entrypoint_name(entrypoint, args), failures)
 
 
-def _launch_function(config, entrypoint, args, nproc, nnodes, node_rank, host, port, run_id, restart):
+def _launch_function(config, entrypoint, args, nproc, nnodes, node_rank, host, port, run_id, restart, agent_store):
     """One attempt of a function entrypoint: (results, {}) or ({}, {global rank: ProcessFailure})."""
     ctx = multiprocessing.get_context(config.start_method)
     out = ctx.Queue()
@@ -124,7 +126,8 @@ def _launch_function(config, entrypoint, args, nproc, nnodes, node_rank, host, p
     files = [os.path.join(errors.name, "error_%d.json" % local) for local in range(nproc)]
     for local in range(nproc):
         env = dict(worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=config.role, master_addr=host,
-                              master_port=port, run_id=run_id, restart=restart, max_restarts=config.max_restarts),
+                              master_port=port, run_id=run_id, restart=restart, max_restarts=config.max_restarts,
+                              agent_store=agent_store),
                    TORCHELASTIC_ERROR_FILE=files[local])
         p = ctx.Process(target=_worker, args=(entrypoint, args, env, out), daemon=False)
         p.start()
