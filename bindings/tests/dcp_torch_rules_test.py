@@ -48,6 +48,49 @@ def test_set_model_state_dict_full_keeps_the_models_values_for_keys_the_dict_lac
     assert str(set_model_state_dict(m, {})) == "<All keys matched successfully>"  # torch: an empty dict loads nothing
 
 
+def test_set_model_state_dict_full_leaves_the_callers_dict_distributed_as_the_model():
+    """torch writes what it loaded back into the caller's dict as DTensors of the model's placements (a later
+    load_state_dict of that dict into another tensor-parallel model works). With broadcast_from_rank0 torch rewrites
+    rank 0's dict too, which then cannot be broadcast again; tessel leaves it full there."""
+    from tessel.distributed.tensor import DTensor
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        seen = []
+        for opts in (dict(full_state_dict=True), dict(full_state_dict=True, broadcast_from_rank0=True)):
+            tessel.manual_seed(1)
+            sd = dict(tessel.nn.Sequential(tessel.nn.Linear(6, 8), tessel.nn.ReLU(), tessel.nn.Linear(8, 4))
+                      .state_dict())
+            full = {k: v.clone() for k, v in sd.items()}
+            if opts.get("broadcast_from_rank0") and world.rank != 0:
+                sd = {}
+            m = tessel.nn.Sequential(tessel.nn.Linear(6, 8), tessel.nn.ReLU(), tessel.nn.Linear(8, 4))
+            parallelize_module(m, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+            set_model_state_dict(m, sd, options=StateDictOptions(**opts))
+            seen.append((sorted((k, isinstance(v, DTensor), tuple(v.placements) if isinstance(v, DTensor) else None)
+                                for k, v in sd.items()),
+                         opts.get("broadcast_from_rank0")  # (a collective: rank 1's dict is empty there)
+                         or all(np.array_equal(v.full_tensor().numpy(), full[k].numpy()) for k, v in sd.items())))
+            other = tessel.nn.Sequential(tessel.nn.Linear(6, 8), tessel.nn.ReLU(), tessel.nn.Linear(8, 4))
+            parallelize_module(other, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+            if not opts.get("broadcast_from_rank0"):  # (every rank's dict is full here)
+                other.load_state_dict(sd)
+                seen.append(np.array_equal(other[0].weight.full_tensor().numpy(), full["0.weight"].numpy()))
+        out[world.rank] = seen
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    from tessel.distributed.tensor import Replicate, Shard
+    placements = [("0.bias", True, (Shard(0),)), ("0.weight", True, (Shard(0),)), ("2.bias", True, (Replicate(),)),
+                  ("2.weight", True, (Shard(1),))]  # torch's
+    full_keys = [(k, False, None) for k, _, _ in placements]
+    assert out[0] == [(placements, True), True, (full_keys, True)]
+    assert out[1] == [(placements, True), True, ([], True)]
+
+
 def test_load_errors_are_torchs_and_load_returns_none(tmp_path):
     ck = str(tmp_path / "ck")
     dcp.save({"w": tessel.ones(2), "i": 3, "step": 4}, checkpoint_id=ck)

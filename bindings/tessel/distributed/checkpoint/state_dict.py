@@ -359,6 +359,7 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     from the model's own state first), so only unexpected keys are reported or, strict, raise."""
     options = _verify_options(options)
     if options.broadcast_from_rank0:
+        # (rank 0's dict stays full, unlike torch's: a second broadcast of the same dict then works)
         return _keys(_broadcast_model_state_from_rank0(model, model_state_dict, options.strict))
     if not model_state_dict:
         return _keys(([], []))
@@ -374,12 +375,30 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
         known = set(own)
         unexpected = [k for k in tensors if k not in known] + others
         _C._set_state_dict(model, None, {k: v for k, v in tensors.items() if k in known}, False)
+        _distribute_in_place(model, model_state_dict)
         if options.strict and unexpected:  # (torch's load_state_dict copies the rest, then raises)
             _raise_load_errors(model, [], [], unexpected)
         return _keys(([], unexpected))
     result = _keys(_C._set_state_dict(model, None, tensors, options.strict))
     result.unexpected_keys.extend(others)  # torch reports them and loads the rest
     return result
+
+
+def _distribute_in_place(model, full_state_dict):
+    """torch's set_model_state_dict(full_state_dict=True) leaves the caller's dict holding what it loaded, distributed
+    as the model's entries: each full tensor whose model entry is a DTensor becomes a DTensor copy with that entry's
+    mesh and placements (a later load_state_dict of that dict into another sharded model then works, as torch's). Keys
+    the model lacks, and plain entries, stay as they were. Not after broadcast_from_rank0: torch's rewrite of rank 0's
+    dict there breaks a second broadcast of it (its values are no longer full)."""
+    if not isinstance(full_state_dict, dict) or not full_state_dict:
+        return
+    own = model.state_dict()
+    rename = _wrapped_names(model, list(own))
+    for key, value in list(full_state_dict.items()):
+        live = own.get(rename(key) if rename is not None else key)
+        if (isinstance(live, _C.Tensor) and live.is_distributed and isinstance(value, _C.Tensor)
+                and not value.is_distributed):
+            full_state_dict[key] = live.detach().clone()
 
 
 def _init_optim_states(opts):
