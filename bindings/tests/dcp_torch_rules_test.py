@@ -91,6 +91,38 @@ def test_set_model_state_dict_full_leaves_the_callers_dict_distributed_as_the_mo
     assert out[1] == [(placements, True), True, ([], True)]
 
 
+def test_a_ddp_models_state_dicts_leave_out_its_module_segment():
+    """torch's get_state_dict / set_*_state_dict name a DDP model's entries as the model's own ("0.weight", not
+    "module.0.weight"; printed by torch 2.15), so its checkpoints load into the unwrapped or FSDP model and back."""
+    from tessel.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    from tessel.nn.parallel import DistributedDataParallel
+    out = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        tessel.manual_seed(0)
+        inner = tessel.nn.Sequential(tessel.nn.Linear(2, 2), tessel.nn.Linear(2, 1))
+        m = tessel.nn.Sequential(DistributedDataParallel(inner))  # nested: the DDP's own prefix stays
+        opt = tessel.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        m(tessel.ones(1, 2)).sum().backward()
+        opt.step()
+        keys = (list(get_model_state_dict(m)), list(get_model_state_dict(m, options=StateDictOptions(
+            full_state_dict=True))), list(get_optimizer_state_dict(m, opt)["state"]),
+            list(get_optimizer_state_dict(m, opt, options=StateDictOptions(flatten_optimizer_state_dict=True))))
+        clean = {"0.0.weight": tessel.ones(2, 2), "0.0.bias": tessel.zeros(2), "0.1.weight": tessel.ones(1, 2),
+                 "0.1.bias": tessel.zeros(1)}
+        r = set_model_state_dict(m, clean)
+        out[world.rank] = keys + (str(r), inner[0].weight.sum().item())
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    names = ["0.0.weight", "0.0.bias", "0.1.weight", "0.1.bias"]
+    model_keys, full_keys, optim_keys, flat_keys, result, total = out[0]
+    assert model_keys == names and full_keys == names and optim_keys == names
+    assert flat_keys[:2] == ["state.0.0.weight.momentum_buffer", "state.0.0.bias.momentum_buffer"]
+    assert result == "<All keys matched successfully>" and total == 4.0
+
+
 def test_load_errors_are_torchs_and_load_returns_none(tmp_path):
     ck = str(tmp_path / "ck")
     dcp.save({"w": tessel.ones(2), "i": 3, "step": 4}, checkpoint_id=ck)

@@ -261,9 +261,30 @@ def _cleaned_optim(optim_sd, rename):
             "param_groups": [{**g, "params": [rename(p) for p in g["params"]]} for g in optim_sd["param_groups"]]}
 
 
+def _model_cleaner(model):
+    """_clean for the names of `model`, also leaving out the "module." segment each DistributedDataParallel of it
+    adds (torch's _get_fqns(skip_ddp_prefix=True)): a DDP model's checkpoint has the unwrapped model's keys, so it
+    loads into an unwrapped or FSDP model, or from one."""
+    from ...nn.parallel import DistributedDataParallel
+    ddp = sorted((name + "." if name else "" for name, m in model.named_modules()
+                  if isinstance(m, DistributedDataParallel)), key=len, reverse=True)
+    if not ddp:
+        return _clean
+
+    def clean(fqn):
+        head = next((h for h in ("state.", "param_groups.") if fqn.startswith(h)), "")  # flattened optimizer keys
+        name = fqn[len(head):]
+        for prefix in ddp:  # the innermost first: its "module." comes later in the name
+            if name.startswith(prefix + "module."):
+                name = prefix + name[len(prefix) + len("module."):]
+        return _clean(head + name)
+    return clean
+
+
 def _wrapped_names(model, names):
     """rename(k): a clean FQN (or flattened optimizer key) back to the model's own, wrapper segments included."""
-    actual = {_clean(n): n for n in names if _clean(n) != n}
+    clean = _model_cleaner(model)
+    actual = {clean(n): n for n in names if clean(n) != n}
     if not actual:
         return None
 
@@ -285,9 +306,10 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
     options = _verify_options(options)
     opts = _optimizer_list(optimizers)
     model_sd, optim_sd = _get_state_dict(model, opts, options)
-    if any(_clean(k) != k for k in model_sd):
-        model_sd = {_clean(k): v for k, v in model_sd.items()}
-        optim_sd = _cleaned_optim(optim_sd, _clean) if optim_sd else optim_sd
+    clean = _model_cleaner(model)
+    if any(clean(k) != k for k in model_sd):
+        model_sd = {clean(k): v for k, v in model_sd.items()}
+        optim_sd = _cleaned_optim(optim_sd, clean) if optim_sd else optim_sd
     return model_sd, optim_sd
 
 
