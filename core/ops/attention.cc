@@ -1,6 +1,7 @@
 // core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
-// kernels and the backward formula: float32 (and bf16, computed in float32) runs the per-ISA register-tiled
-// head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
+// kernels and the backward formula: float32 (and bf16, computed in float32 with P and dS rounded to bf16 before
+// the products that read them, as torch's CPU kernel: AttentionHeadPtrs::bf16_scores) runs the per-ISA
+// register-tiled head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
 // (core/ops/gemm.h) below.
 //
 // Ops registered:
@@ -351,6 +352,7 @@ TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal,
     p.q = In(q) + hq.offset[h], p.k = In(k) + hk.offset[h], p.v = In(v) + hv.offset[h];
     p.o = Mut(out) + ho.offset[h], p.lse = Mut(lse) + h * dm.t;
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld;
+    p.bf16_scores = in[0].dtype() == DType::kBFloat16;
     return p;
   };
   ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {
@@ -375,6 +377,7 @@ TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal
     p.dq = Mut(dq) + hdq.offset[h], p.dk = Mut(dk) + hdk.offset[h], p.dv = Mut(dv) + hdv.offset[h];
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld, p.dout_ld = hg.ld;
     p.dq_ld = hdq.ld, p.dk_ld = hdk.ld, p.dv_ld = hdv.ld;
+    p.bf16_scores = in[1].dtype() == DType::kBFloat16;
     return p;
   };
   ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {

@@ -40,6 +40,10 @@ struct AttentionHeadPtrs {
   // The head this thread computes next (same dims), or null: its operands are prefetched into L2 a few
   // cache lines at a time while this head computes (prefetches only; results do not depend on it).
   const AttentionHeadPtrs* next = nullptr;
+  // The probabilities P (forward and backward) and dS (backward) rounded to bfloat16 before the products that
+  // read them, the row sums left unrounded, as torch's CPU flash-attention kernel does for bfloat16 inputs
+  // (its GEMMs take bfloat16 operands): bfloat16 outputs then round as torch's do.
+  bool bf16_scores = false;
 };
 
 struct AttentionKernels {
