@@ -1,7 +1,7 @@
 // core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
-// kernels and the backward formula: float32 (and bf16, computed in float32 with P and dS rounded to bf16 before
-// the products that read them, as torch's CPU kernel: AttentionHeadPtrs::bf16_scores) runs the per-ISA
-// register-tiled head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
+// kernels and the backward formula: float32 (and bf16 / fp16, computed in float32 with P and dS rounded to the
+// input's dtype before the products that read them, as torch's CPU kernel: AttentionHeadPtrs::score_rounding)
+// runs the per-ISA register-tiled head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
 // (core/ops/gemm.h) below.
 //
 // Ops registered:
@@ -337,6 +337,12 @@ void ForEachHead(const Dims& dm, const std::function<AttentionHeadPtrs(int64_t)>
 const float* In(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
 float* Mut(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
 
+// 16-bit inputs: P and dS rounded as torch's kernel rounds its GEMMs' operands (AttentionHeadPtrs::score_rounding).
+ScoreRounding ScoreRoundingOf(DType dtype) {
+  if (dtype == DType::kBFloat16) return ScoreRounding::kBFloat16;
+  return dtype == DType::kFloat16 ? ScoreRounding::kFloat16 : ScoreRounding::kNone;
+}
+
 // in: q, k, v (any floating dtype); returns out (q's dtype), lse (float32).
 TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal, float scale) {
   const Tensor q = ReadableFloat(in[0]), k = ReadableFloat(in[1]), v = ReadableFloat(in[2]);
@@ -352,7 +358,7 @@ TensorList ForwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal,
     p.q = In(q) + hq.offset[h], p.k = In(k) + hk.offset[h], p.v = In(v) + hv.offset[h];
     p.o = Mut(out) + ho.offset[h], p.lse = Mut(lse) + h * dm.t;
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld;
-    p.bf16_scores = in[0].dtype() == DType::kBFloat16;
+    p.score_rounding = ScoreRoundingOf(in[0].dtype());
     return p;
   };
   ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {
@@ -377,7 +383,7 @@ TensorList BackwardFloat(std::span<const Tensor> in, const Dims& dm, bool causal
     p.dq = Mut(dq) + hdq.offset[h], p.dk = Mut(dk) + hdk.offset[h], p.dv = Mut(dv) + hdv.offset[h];
     p.q_ld = hq.ld, p.k_ld = hk.ld, p.v_ld = hv.ld, p.o_ld = ho.ld, p.dout_ld = hg.ld;
     p.dq_ld = hdq.ld, p.dk_ld = hdk.ld, p.dv_ld = hdv.ld;
-    p.bf16_scores = in[1].dtype() == DType::kBFloat16;
+    p.score_rounding = ScoreRoundingOf(in[1].dtype());
     return p;
   };
   ForEachHead(dm, ptrs, [&](const AttentionHeadPtrs& p, float* scratch) {

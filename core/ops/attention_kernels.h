@@ -26,6 +26,8 @@ struct AttentionHeadDims {
   int64_t t = 0, s = 0, d = 0, dv = 0;  // queries, keys, q/k width, v width
 };
 
+enum class ScoreRounding : uint8_t { kNone, kBFloat16, kFloat16 };
+
 // One head's tensors, row-major with the last dim contiguous (rows may be strided, *_ld below): q [T, D], k [S, D], v [S, Dv], o [T, Dv], lse [T];
 // backward reads saved_o, saved_lse (forward's o, lse) and dout [T, Dv] and writes dq [T, D], dk [S, D],
 // dv [S, Dv].
@@ -40,10 +42,10 @@ struct AttentionHeadPtrs {
   // The head this thread computes next (same dims), or null: its operands are prefetched into L2 a few
   // cache lines at a time while this head computes (prefetches only; results do not depend on it).
   const AttentionHeadPtrs* next = nullptr;
-  // The probabilities P (forward and backward) and dS (backward) rounded to bfloat16 before the products that
-  // read them, the row sums left unrounded, as torch's CPU flash-attention kernel does for bfloat16 inputs
-  // (its GEMMs take bfloat16 operands): bfloat16 outputs then round as torch's do.
-  bool bf16_scores = false;
+  // The probabilities P (forward and backward) and dS (backward) rounded to this 16-bit type before the products
+  // that read them, the row sums left unrounded, as torch's CPU flash-attention kernel does for bfloat16 and
+  // float16 inputs (its GEMMs take 16-bit operands): 16-bit outputs then round as torch's do.
+  ScoreRounding score_rounding = ScoreRounding::kNone;
 };
 
 struct AttentionKernels {
