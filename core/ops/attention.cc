@@ -1,8 +1,8 @@
 // core/ops/attention.cc — scaled_dot_product_attention: fused, blocked CPU forward and backward
 // kernels and the backward formula: float32 (and bf16 / fp16, computed in float32 with P and dS rounded to the
 // input's dtype before the products that read them, as torch's CPU kernel: AttentionHeadPtrs::score_rounding)
-// runs the per-ISA register-tiled head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's schedule on BLAS block GEMMs
-// (core/ops/gemm.h) below.
+// runs the per-ISA register-tiled head kernels of core/ops/attention_kernels.h; float64 runs FlashAttention-2's
+// schedule on BLAS block GEMMs (core/ops/gemm.h) below.
 //
 // Ops registered:
 //   scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, Dv]) {is_causal, scale}
