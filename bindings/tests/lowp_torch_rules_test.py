@@ -209,5 +209,23 @@ def test_sixteen_bit_batch_norm_layouts_and_momentum():
     same(bt.running_var, BN1D_BF16_TRANSPOSED_RV, bf)
 
 
+@pytest.mark.parametrize("dtype,torch_sums", [
+    ("bfloat16", (10.699743270874023, 833.8201389312744)),  # torch's
+    ("float16", (10.748342037200928, 835.616934299469)),  # torch's
+])
+def test_sixteen_bit_embedding_gradient_rounds_after_each_added_row(dtype, torch_sums):
+    """torch adds each looked-up row's gradient into a gradient of the weight's dtype, in index order, rounding after
+    every add; summed in float32 and rounded once, repeated indices gave other values (10.734 / 835.827 for
+    bfloat16). Exact float64 sums (plain and position-weighted) of the seeded gradient."""
+    tessel.manual_seed(0)
+    e = tessel.nn.Embedding(16, 8).to(getattr(tessel, dtype))
+    idx = tessel.randint(0, 16, (4, 20))
+    e(idx).backward((tessel.randn(4, 20, 8) * 0.37).to(getattr(tessel, dtype)))
+    w = tessel.arange(128, dtype=tessel.float64).reshape(16, 8)
+    g = e.weight.grad
+    assert g.dtype == getattr(tessel, dtype)
+    assert (g.double().sum().item(), (g.double() * w).sum().item()) == torch_sums
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

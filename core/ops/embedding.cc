@@ -85,13 +85,14 @@ TensorList EmbeddingKernel(std::span<const Tensor> in, const Attrs&) {
   return {out};
 }
 
-// table[idx[i], c0:c1] += g[i, c0:c1] for every i in order (A: accumulation type).
+// table[idx[i], c0:c1] += g[i, c0:c1] for every i in order (A: accumulation type; a 16-bit A rounds after every
+// add, as torch's CPU embedding_dense_backward adds rows into a gradient of the weight's dtype in index order).
 template <typename T, typename A>
 void ScatterAddColumns(const T* g, const int64_t* idx, int64_t n, int64_t C, A* table, int64_t c0, int64_t c1) {
   for (int64_t i = 0; i < n; ++i) {
     const T* src = g + i * C;
     A* dst = table + idx[i] * C;
-    for (int64_t c = c0; c < c1; ++c) dst[c] += static_cast<A>(ToCompute(src[c]));
+    for (int64_t c = c0; c < c1; ++c) dst[c] = FromCompute<A>(ToCompute(dst[c]) + ToCompute(src[c]));
   }
 }
 
@@ -104,7 +105,10 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
   TESSEL_CHECK(idx_shape == in[1].sizes(), "embedding_backward: grad ", ShapeStr(grad.sizes()),
                " does not match indices ", ShapeStr(in[1].sizes()), " (expected indices shape + [C])");
   Tensor idx = CheckedIndices("embedding_backward", in[1], V, Shape{V, C});
-  const DType acc_dtype = grad.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  // 16-bit gradients accumulate in their own dtype (ScatterAddColumns), as torch's
+  const DType acc_dtype = grad.dtype() == DType::kFloat16 || grad.dtype() == DType::kBFloat16 ? grad.dtype()
+                          : grad.dtype() == DType::kFloat64                                     ? DType::kFloat64
+                                                                                                : DType::kFloat32;
   Tensor acc = Zeros({V, C}, acc_dtype, grad.device());
   const int64_t n = idx.numel();
   if (n > 0 && C > 0) {
@@ -114,7 +118,8 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
     const int64_t grain = std::max<int64_t>(16, kGrain / n);
     TESSEL_DISPATCH_FLOATING_TYPES(grad.dtype(), "embedding_backward", [&] {
       using T = scalar_t;
-      using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      using A = std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, T,
+                                   std::conditional_t<std::is_same_v<T, double>, double, float>>;
       const T* pg = static_cast<const T*>(g.raw_data());
       A* pa = static_cast<A*>(acc.raw_data());
       ParallelFor(0, C, grain, [&](int64_t c0, int64_t c1) { ScatterAddColumns<T, A>(pg, pi, n, C, pa, c0, c1); });
