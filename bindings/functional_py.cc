@@ -209,7 +209,8 @@ void BindFunctional(py::module_& m) {
       for (int64_t d = 2; d < logits.dim(); ++d) order.push_back(d);
       order.push_back(1);
       const Tensor rows = Reshape(Contiguous(Permute(logits, order)), {-1, classes});
-      const Tensor per = CrossEntropy(rows, Reshape(Contiguous(target), {-1}), ignore_index, reduction, label_smoothing);
+      const Tensor per = CrossEntropy(rows, Reshape(Contiguous(target), {-1}), ignore_index, reduction, label_smoothing,
+                                      /*rows_of_class_dim_1=*/true);
       return reduction == "none" ? Reshape(per, target.sizes()) : per;
     });
   }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),

@@ -108,10 +108,61 @@ C RowNll(const Eigen::Map<const RowArray<C>>& row, int64_t t) {
   return (m - row[t]) + std::log1p(rest);
 }
 
+// 16-bit logits, as torch's CPU log_softmax + nll_loss compute them (a float32 fused kernel rounded once differed
+// in a bf16 ulp of the printed loss: 4.84375 for torch's 4.875): log_softmax stores the row's sum of exponentials
+// and its log in the logits' dtype, so row entry j is y_j = R((x_j - m) - R(log(R(Σ exp(x - m))))), R rounding to
+// the dtype; nll's mean is R(-Σ y_t / valid); its gradient -R(g / valid) at the target, and log_softmax's backward
+// R(g_j - exp(y_j) · Σ g) with Σ g that one entry. Lse16 is the row's R(log(R(Σ))), with its max.
+template <typename T, typename C>
+std::pair<C, C> Lse16(const Eigen::Map<const RowArray<C>>& row, bool float_lse) {
+  const C m = row.maxCoeff();
+  const C sum = (row - m).exp().sum();
+  if (float_lse) return {m, std::log(sum)};  // torch's log_softmax along a dim other than the last
+  return {m, ToCompute(FromCompute<T>(std::log(ToCompute(FromCompute<T>(sum)))))};
+}
+template <typename T, typename C>
+C Round16(C v) {
+  return ToCompute(FromCompute<T>(v));
+}
+template <typename T>
+constexpr bool kSixteenBit = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+// The 16-bit "sum" / "mean" of the rows' losses as torch's CPU nll_loss adds them: in the dtype, every add rounded,
+// through 8 levels of partial sums (a row's loss joins level 0; at a row index whose low `p` bits are 0, level j
+// folds into level j + 1 while the next p bits are 0 too; p = max(4, ceil(log2 rows) / 8)), the levels then added
+// in order, and "mean" divided by the valid rows' count in the dtype. Rounding after each add this way moves the
+// loss by bf16 ulps from the float32 sum: a seeded 32-row batch's mean reads torch's 6.0, not 5.9375.
+template <typename T, typename C>
+C CascadeSum16(const std::vector<C>& per_row, const int64_t* target, int64_t ignore_index, Reduction red) {
+  constexpr int kLevels = 8;
+  const int64_t rows = static_cast<int64_t>(per_row.size());
+  int ceil_log2 = 0;
+  while ((int64_t{1} << ceil_log2) < rows) ++ceil_log2;
+  const int p = std::max(4, ceil_log2 / kLevels);
+  const int64_t mask0 = (int64_t{1} << p) - 1;
+  C level[kLevels] = {};
+  int64_t valid = 0;
+  for (int64_t b = 0; b < rows; ++b) {
+    if (target[b] == ignore_index) continue;
+    ++valid;
+    level[0] = Round16<T>(level[0] + per_row[b]);  // per_row holds -log p(target)
+    for (int j = 0; j + 1 < kLevels; ++j) {
+      if ((b & (mask0 << (j * p))) != 0) break;
+      level[j + 1] = Round16<T>(level[j + 1] + level[j]);
+      level[j] = 0;
+    }
+  }
+  C total = 0;
+  for (C v : level) total = Round16<T>(total + v);
+  if (red == Reduction::kMean) total = Round16<T>(total / Round16<T>(static_cast<C>(valid)));  // 0 / 0: NaN
+  return total;
+}
+
 // ---- forward --------------------------------------------------------------------------------------
 
 template <typename T>
-Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t ignore_index, Reduction red) {
+Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t ignore_index, Reduction red,
+                    bool float_lse) {
   using C = ComputeT<T>;
   const T* px = static_cast<const T*>(logits.raw_data());
   const int64_t* pt = static_cast<const int64_t*>(target.raw_data());
@@ -121,7 +172,12 @@ Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t 
     for (int64_t r = r0; r < r1; ++r) {
       if (pt[r] == ignore_index) continue;
       const auto row = LoadRow(px + r * d.classes, d.classes, buf);
-      per_row[r] = RowNll<C>(row, pt[r]);
+      if constexpr (kSixteenBit<T>) {
+        const auto [m, lse] = Lse16<T, C>(row, float_lse);
+        per_row[r] = std::isfinite(m) ? -Round16<T>((row[pt[r]] - m) - lse) : std::numeric_limits<C>::quiet_NaN();
+      } else {
+        per_row[r] = RowNll<C>(row, pt[r]);
+      }
     }
   });
   if (red == Reduction::kNone) {
@@ -129,6 +185,10 @@ Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t 
     T* po = static_cast<T*>(out.raw_data());
     for (int64_t r = 0; r < d.rows; ++r) po[r] = FromCompute<T>(per_row[r]);
     return out;
+  }
+  if constexpr (kSixteenBit<T>) {
+    return Full(std::span<const int64_t>(), static_cast<double>(CascadeSum16<T>(per_row, pt, ignore_index, red)),
+                logits.dtype(), logits.device());
   }
   double total = 0;
   int64_t valid = 0;
@@ -147,8 +207,10 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor logits = DenseOrCopy(in[0]);
   const Tensor target = DenseOrCopy(in[1]);
   Tensor out;
-  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), "cross_entropy",
-                                 [&] { out = ForwardTyped<scalar_t>(logits, target, d, ignore_index, red); });
+  const bool float_lse = attrs.GetBool("float_lse", false);
+  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), "cross_entropy", [&] {
+    out = ForwardTyped<scalar_t>(logits, target, d, ignore_index, red, float_lse);
+  });
   return {out};
 }
 
@@ -156,7 +218,7 @@ TensorList ForwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
 
 template <typename T>
 Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& target, Dims d, int64_t ignore_index,
-                     Reduction red) {
+                     Reduction red, bool float_lse) {
   using C = ComputeT<T>;
   const T* px = static_cast<const T*>(logits.raw_data());
   const T* pg = static_cast<const T*>(grad.raw_data());
@@ -180,6 +242,17 @@ Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& tar
       }
       const C scale = red == Reduction::kNone ? static_cast<C>(ToCompute(pg[r])) : uniform;
       const auto row = LoadRow(px + r * d.classes, d.classes, buf);
+      if constexpr (kSixteenBit<T>) {
+        if (row.size() > 0) {
+          const auto [m, lse] = Lse16<T, C>(row, float_lse);
+          const C g = -Round16<T>(scale);  // nll's gradient at the target, in the logits' dtype
+          for (int64_t j = 0; j < d.classes; ++j) {
+            const C e = std::exp(Round16<T>((row[j] - m) - lse));
+            orow[j] = FromCompute<T>((j == pt[r] ? g : C(0)) - e * g);
+          }
+        }
+        continue;
+      }
       const C m = row.size() == 0 ? C(0) : row.maxCoeff();
       SoftmaxGradRow(row, m, C(1) / (row - m).exp().sum(), scale, pt[r], orow, grad_row);
     }
@@ -199,8 +272,10 @@ TensorList BackwardKernel(std::span<const Tensor> in, const Attrs& attrs) {
   const Tensor logits = DenseOrCopy(in[1]);
   const Tensor target = DenseOrCopy(in[2]);
   Tensor out;
-  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), op,
-                                 [&] { out = BackwardTyped<scalar_t>(grad, logits, target, d, ignore_index, red); });
+  const bool float_lse = attrs.GetBool("float_lse", false);
+  TESSEL_DISPATCH_FLOATING_TYPES(logits.dtype(), op, [&] {
+    out = BackwardTyped<scalar_t>(grad, logits, target, d, ignore_index, red, float_lse);
+  });
   return {out};
 }
 
@@ -247,17 +322,19 @@ const OpDef& kCrossEntropy =
 
 }  // namespace
 
-Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction) {
+Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
+                    bool rows_of_class_dim_1) {
   ParseReduction(reduction, "cross_entropy");
-  return autograd::CallOp1(kCrossEntropy, {logits, target},
-                           Attrs().Set("ignore_index", ignore_index).Set("reduction", reduction));
+  Attrs attrs = Attrs().Set("ignore_index", ignore_index).Set("reduction", reduction);
+  if (rows_of_class_dim_1) attrs.Set("float_lse", true);
+  return autograd::CallOp1(kCrossEntropy, {logits, target}, attrs);
 }
 
 Tensor CrossEntropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
-                    double label_smoothing) {
+                    double label_smoothing, bool rows_of_class_dim_1) {
   TESSEL_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
-  if (label_smoothing == 0.0) return CrossEntropy(logits, target, ignore_index, reduction);
+  if (label_smoothing == 0.0) return CrossEntropy(logits, target, ignore_index, reduction, rows_of_class_dim_1);
   const Reduction red = ParseReduction(reduction, "cross_entropy");
   // Under autocast cross-entropy runs in float32 (torch's list): the smoothing term too, so both parts agree.
   const Tensor lg = AutocastEnabled() && logits.dtype() != DType::kFloat32 && logits.dtype() != DType::kFloat64

@@ -13,6 +13,7 @@
 #include "core/memory/testing/gpu_test.h"
 #include "core/ops/loss.h"
 #include "core/ops/cuda/testing/wave.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 
 namespace tessel {
@@ -37,17 +38,28 @@ void ExpectClose(const Tensor& got, const Tensor& want) {
   }
 }
 
+// `t` in `dtype` (a float32 result rounded once, or a bfloat16 input widened).
+Tensor As(const Tensor& t, DType dtype) {
+  Tensor r = Empty(t.sizes(), dtype);
+  CopyInto(r, t);
+  return r;
+}
+
+// The CUDA kernels keep torch's CUDA float32 math; the CPU op rounds a 16-bit log-sum-exp and sum as torch's CPU
+// kernels: the reference is the float32 CPU op rounded once to the logits' dtype.
 void CheckAgainstCpu(const Tensor& logits, const std::vector<int64_t>& target) {
   const Device gpu = Device::Cuda(0);
   const Tensor t = FromVector(target, {static_cast<int64_t>(target.size())});
+  const DType dt = logits.dtype();
+  const Tensor logits32 = As(logits, DType::kFloat32);
   for (const std::string red : {"none", "sum", "mean"}) {
     SCOPED_TRACE(red);
-    ExpectClose(CrossEntropy(logits.To(gpu), t.To(gpu), -100, red), CrossEntropy(logits, t, -100, red));
-    const Tensor grad = red == "none" ? Values({t.numel()}, logits.dtype(), 4) : Full({}, 0.75, logits.dtype());
+    ExpectClose(CrossEntropy(logits.To(gpu), t.To(gpu), -100, red), As(CrossEntropy(logits32, t, -100, red), dt));
+    const Tensor grad = red == "none" ? Values({t.numel()}, dt, 4) : Full({}, 0.75, dt);
     const Attrs attrs = Attrs().Set("ignore_index", int64_t{-100}).Set("reduction", red);
     const OpDef& op = GetOp("cross_entropy_backward");
     ExpectClose(Dispatch(op, std::vector<Tensor>{grad.To(gpu), logits.To(gpu), t.To(gpu)}, attrs)[0],
-                Dispatch(op, std::vector<Tensor>{grad, logits, t}, attrs)[0]);
+                As(Dispatch(op, std::vector<Tensor>{As(grad, DType::kFloat32), logits32, t}, attrs)[0], dt));
   }
 }
 

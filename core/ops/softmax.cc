@@ -2,7 +2,8 @@
 // "softmax_backward"(grad, out; dim) and "log_softmax_backward"(grad, out; dim).
 //
 // Invariant: each lane (the values along `dim` at one index of the other dims) is normalized on its own,
-// max-subtracted in ComputeT (fp32 for 16-bit floats) and rounded once on store, so no finite input
+// max-subtracted in ComputeT (fp32 for 16-bit floats) and rounded once on store (16-bit log_softmax along the last
+// dim also rounds its log-sum-exp's sum and log, as torch's), so no finite input
 // overflows; a lane holding NaN gives NaN, a lane of all -inf gives NaN (as torch). The input is seen as
 // row-major [A, N, K] with N = size(dim): K == 1 (dim last, contiguous) runs on the rows in place with
 // Eigen's vectorized exp, in parallel over rows; K > 1 gathers each lane into a per-thread buffer first.
@@ -39,14 +40,18 @@ using ArrayMap = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <typename C>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 
-// y = softmax(x) or log_softmax(x) of one lane of n > 0 values.
-template <bool kLog, typename C>
-void SoftmaxLane(const C* xp, C* yp, int64_t n) {
+// y = softmax(x) or log_softmax(x) of one lane of n > 0 values. round (log_softmax along the last dim of 16-bit
+// data, T): the sum of exponentials and its log are rounded to T, as torch's CPU kernel keeps them in T.
+template <bool kLog, typename C, typename T = C>
+void SoftmaxLane(const C* xp, C* yp, int64_t n, bool round = false) {
   ConstArrayMap<C> x(xp, n);
   ArrayMap<C> y(yp, n);
   const C mx = x.template maxCoeff<Eigen::PropagateNaN>();
   if constexpr (kLog) {
-    const C lse = std::log((x - mx).exp().sum());
+    C sum = (x - mx).exp().sum();
+    if (round) sum = ToCompute(FromCompute<T>(sum));
+    C lse = std::log(sum);
+    if (round) lse = ToCompute(FromCompute<T>(lse));
     y = (x - mx) - lse;
   } else {
     ExpInto(xp, mx, yp, n);  // masked (-inf) entries get exactly 0 (exact_math.h)
@@ -121,9 +126,11 @@ TensorList SoftmaxKernel(std::span<const Tensor> in, const Attrs& attrs) {
     using T = scalar_t;
     using C = ComputeT<T>;
     if (x.numel() == 0) return;
-    ForEachLane<1, T>({static_cast<const T*>(x.raw_data())}, static_cast<T*>(out.raw_data()),
-                      LanesOf(x.sizes(), dim), [](const std::array<const C*, 1>& r, C* y, int64_t n) {
-                        SoftmaxLane<kLog, C>(r[0], y, n);
+    const Lanes lanes = LanesOf(x.sizes(), dim);
+    const bool round = !std::is_same_v<T, C> && lanes.k == 1;  // 16-bit, along the last dim
+    ForEachLane<1, T>({static_cast<const T*>(x.raw_data())}, static_cast<T*>(out.raw_data()), lanes,
+                      [round](const std::array<const C*, 1>& r, C* y, int64_t n) {
+                        SoftmaxLane<kLog, C, T>(r[0], y, n, round);
                       });
   });
   return {out};

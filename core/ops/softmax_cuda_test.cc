@@ -13,6 +13,7 @@
 #include "core/memory/testing/gpu_test.h"
 #include "core/ops/softmax.h"
 #include "core/ops/cuda/testing/wave.h"
+#include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -41,11 +42,20 @@ void ExpectClose(const Tensor& got_t, const Tensor& want_t) {
   }
 }
 
+// `t` in `dtype` (a float32 result rounded once, or a bfloat16 input widened).
+Tensor As(const Tensor& t, DType dtype) {
+  Tensor r = Empty(t.sizes(), dtype);
+  CopyInto(r, t);
+  return r;
+}
+
 void CheckAgainstCpu(const Tensor& x, int64_t dim) {
   const Device gpu = Device::Cuda(0);
   const Tensor g = Values(x.sizes(), x.dtype(), 9);
   const Attrs attrs = Attrs().Set("dim", dim);
-  const Tensor y = Softmax(x, dim), ly = LogSoftmax(x, dim);
+  // The CUDA kernel keeps torch's CUDA float32 log-sum-exp; the CPU op rounds a 16-bit one along the last dim as
+  // torch's CPU kernel: the log_softmax reference is the float32 CPU op rounded once.
+  const Tensor y = Softmax(x, dim), ly = As(LogSoftmax(As(x, DType::kFloat32), dim), x.dtype());
   const Tensor gy = Softmax(x.To(gpu), dim), gly = LogSoftmax(x.To(gpu), dim);
   EXPECT_EQ(gy.device(), gpu);
   ExpectClose(gy.To(Device::Cpu()), y);
