@@ -269,5 +269,23 @@ def test_sixteen_bit_log_softmax_and_cross_entropy_round_as_torchs(dtype):
     assert got == _TORCH_CE[dtype]
 
 
+@pytest.mark.parametrize("dtype,torch_values", [
+    ("bfloat16", (4.3125, 0.00012081593740731478, 0.6476753001334146)),  # torch's
+    ("float16", (4.27734375, 1.1086463928222656e-05, 0.39555490016937256)),  # torch's
+])
+def test_sixteen_bit_cross_entropy_mean_over_many_rows_divides_by_the_count_in_the_dtype(dtype, torch_values):
+    """300 rows (several levels of torch's cascade of partial sums), 257 of them valid: torch's total weight is the
+    count in the dtype (bfloat16 256), in the loss and in its gradient."""
+    dt = getattr(tessel, dtype)
+    tessel.manual_seed(1)
+    x = (tessel.randn(300, 16) * 2).to(dt).requires_grad_()
+    t = tessel.randint(0, 16, (300,))
+    t[:43] = -100
+    loss = tessel.nn.functional.cross_entropy(x, t)
+    loss.backward()
+    pos = tessel.arange(4800, dtype=tessel.float64).reshape(300, 16)
+    assert (loss.item(), x.grad.double().sum().item(), (x.grad.double() * pos).sum().item()) == torch_values
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

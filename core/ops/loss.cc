@@ -228,7 +228,8 @@ Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& tar
     int64_t valid = 0;
     for (int64_t r = 0; r < d.rows; ++r) valid += pt[r] != ignore_index;
     uniform = static_cast<C>(ToCompute(pg[0]));
-    if (red == Reduction::kMean) uniform /= static_cast<C>(std::max<int64_t>(valid, 1));
+    // (a 16-bit count is rounded to the dtype first, as torch's total_weight: 257 valid rows divide by 256)
+    if (red == Reduction::kMean) uniform /= Round16<T>(static_cast<C>(std::max<int64_t>(valid, 1)));
   }
   Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device());
   T* po = static_cast<T*>(out.raw_data());
