@@ -48,6 +48,8 @@ class Store {
   void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Where this store lives, for error messages ("tcp store 10.0.0.1:29500").
   virtual std::string Describe() const = 0;
+  // Whether this process serves the store to others (a TcpStore's server): its exit takes the store away from them.
+  virtual bool ServesHere() const { return false; }
 };
 
 namespace internal {
@@ -78,6 +80,7 @@ class TcpStore final : public Store {
   bool DeleteKey(const std::string& key) override;
   int64_t NumKeys() override;
   std::string Describe() const override;
+  bool ServesHere() const override { return server_ != nullptr; }
   int port() const { return port_; }
 
  private:
@@ -149,6 +152,7 @@ class PrefixStore final : public Store {
   bool DeleteKey(const std::string& key) override { return inner_->DeleteKey(Key(key)); }
   int64_t NumKeys() override { return inner_->NumKeys(); }  // the whole store's, as PyTorch's
   std::string Describe() const override { return inner_->Describe() + " under prefix '" + prefix_ + "'"; }
+  bool ServesHere() const override { return inner_->ServesHere(); }
   const std::shared_ptr<Store>& inner() const { return inner_; }
 
  private:

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include "comm/backends/gloo_wait_monitor.h"
 #include "comm/backends/gloo_wire.h"
@@ -139,6 +140,19 @@ class GlooProcessGroup final : public ProcessGroup {
     if (size() > 1) {
       if (store_->Add(prefix_ + "connected", 1) == size()) store_->Set(prefix_ + "connected_all", {'1'});
       store_->Get(prefix_ + "connected_all", timeout);
+      // The process serving the store (rank 0's, outside a launcher that serves it) leaves only once every
+      // member has read that key: a rank 0 that finished first cut off a member still polling for it ("lost
+      // the connection to the store server", 1-2 of 5-8 runs of a script whose rank 0 initialized last).
+      // Bounded: a member that died meanwhile is reported by the first collective, not waited for here.
+      store_->Add(prefix_ + "read_all", 1);
+      if (store_->ServesHere()) {
+        const auto deadline = std::chrono::steady_clock::now() + std::min(timeout, milliseconds(2000));
+        auto backoff = milliseconds(1);
+        while (store_->Add(prefix_ + "read_all", 0) < size() && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(backoff);
+          backoff = std::min(backoff * 2, milliseconds(20));
+        }
+      }
     }
     context_ = std::move(context);
     sentinels_.resize(size());

@@ -282,6 +282,33 @@ TEST(GlooTest, GroupsThatSomeMembersDropAtOnceStillConstructOnTheOthers) {
   EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, pg.size())));
 }
 
+TEST(GlooTest, TheProcessServingTheStoreReturnsOnlyAfterEveryMemberReadTheConnectBarrier) {
+  // Outside a launcher that serves the store, rank 0's process serves it: had its group constructor returned as
+  // soon as it set the barrier key, a rank 0 that then exited cut off members still polling for that key ("lost the
+  // connection to the store server"). Rank 0 serves a fresh store here and builds a group through it last.
+  ProcessGroup& pg = World();
+  if (pg.size() == 1) GTEST_SKIP() << "one process: no barrier";
+  std::shared_ptr<TcpStore> store;
+  Tensor port = Zeros({1});
+  if (pg.rank() == 0) {
+    store = std::make_shared<TcpStore>("127.0.0.1", 0, /*is_server=*/true, milliseconds(20000));
+    port = Full({1}, store->port());
+  }
+  pg.Broadcast(port, 0)->Wait();
+  if (pg.rank() != 0) {
+    store = std::make_shared<TcpStore>("127.0.0.1", static_cast<int>(port.ToVector<double>()[0]), false,
+                                       milliseconds(20000));
+  } else {
+    std::this_thread::sleep_for(milliseconds(300));  // the others are polling for the barrier key by then
+  }
+  GlooOptions options;
+  options.timeout = milliseconds(20000);
+  ProcessGroupPtr g = NewGlooProcessGroup(store, "serving/", pg.rank(), pg.size(), options);
+  if (pg.rank() == 0) EXPECT_EQ(store->Add("serving/read_all", 0), pg.size());  // every member has read it
+  g.reset();
+  pg.Barrier()->Wait();
+}
+
 TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
   ProcessGroup& pg = World();
   if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
