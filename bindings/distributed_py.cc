@@ -874,6 +874,8 @@ void BindStores(py::module_& m) {
     return std::make_shared<comm::FileStore>(dir);
   }, py::arg("dir"));
   m.def("_hash_store", []() -> std::shared_ptr<Store> { return std::make_shared<comm::HashStore>(); });
+  m.def("_next_agent_store_prefix", &comm::NextAgentStorePrefix, py::arg("restart_count"),
+        "The key prefix of this process's next world in the launcher's store (comm/backends/gloo.h)");
   m.def("_prefix_store", [](const std::string& prefix, std::shared_ptr<Store> inner) -> std::shared_ptr<Store> {
     return std::make_shared<comm::PrefixStore>(prefix, std::move(inner));
   }, py::arg("prefix"), py::arg("store"));

@@ -98,12 +98,9 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
       original_(param.impl_ptr()),
       display_fqn_(fqns_.at(0)),
       mesh_info_(mesh_info),
-      orig_dtype_(param.dtype()),
-      param_dtype_(IsFloating(param.dtype()) ? mp.param_dtype.value_or(param.dtype()) : param.dtype()),
-      // unset: the original dtype (torch 2.15: fp32 gradients reduce in fp32 whatever param_dtype)
-      reduce_dtype_(IsFloating(param.dtype()) ? mp.reduce_dtype.value_or(param.dtype()) : param.dtype()),
       mp_param_dtype_(mp.param_dtype),
       mp_reduce_dtype_(mp.reduce_dtype) {
+  SetDTypes(param.dtype());
   NoGradGuard no_grad;
   Tensor local = param;
   if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {
@@ -125,17 +122,7 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
                          "on dim ", dim_);
   const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(dim_size_, world, mesh_info_.shard_rank());
   local_size_ = piece.size;
-  {
-    memory::LedgerScope ledger(memory::Ledger::kParams);
-    sharded_storage_ = Zeros({padded_shard_numel()}, orig_dtype_, local.device());
-  }
-  // A parameter built under tessel.device("meta") ([Note: deferred init] in core/tensor/factory.h) has no
-  // values to copy: its shard stays unwritten and keeps reporting is_meta until to_empty, as torch's.
-  const bool deferred = local.impl()->storage().deferred_init();
-  if (local_size_ > 0 && !deferred) {
-    CopyInto(LocalView(sharded_storage_, 0, local_size_), SlicesOf(local, dim_, piece.offset, local_size_));
-  }
-  if (deferred) sharded_storage_.impl()->storage().set_deferred_init(true);
+  StoreShard(local, [&] { return SlicesOf(local, dim_, piece.offset, local_size_); });
   sharded_spec_.emplace(ShardedSpec(param, mesh_info_, dim_));
   sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, mesh_info_.mesh);
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);
@@ -181,6 +168,25 @@ void FsdpParam::SetModuleParam(const Tensor& value) {
   swapped_in_ = true;
 }
 
+void FsdpParam::SetDTypes(DType orig) {
+  orig_dtype_ = orig;
+  param_dtype_ = IsFloating(orig) ? mp_param_dtype_.value_or(orig) : orig;
+  // unset: the original dtype (torch 2.15: fp32 gradients reduce in fp32 whatever param_dtype)
+  reduce_dtype_ = IsFloating(orig) ? mp_reduce_dtype_.value_or(orig) : orig;
+}
+
+void FsdpParam::StoreShard(const Tensor& like, const std::function<Tensor()>& rows) {
+  {
+    memory::LedgerScope ledger(memory::Ledger::kParams);
+    sharded_storage_ = Zeros({padded_shard_numel()}, like.dtype(), like.device());
+  }
+  // A parameter built under tessel.device("meta") ([Note: deferred init] in core/tensor/factory.h) has no
+  // values to copy: its shard stays unwritten and keeps reporting is_meta until to_empty, as torch's.
+  const bool deferred = like.impl()->storage().deferred_init();
+  if (local_size_ > 0 && !deferred) CopyInto(LocalView(sharded_storage_, 0, local_size_), rows());
+  if (deferred) sharded_storage_.impl()->storage().set_deferred_init(true);
+}
+
 void FsdpParam::ResetShardedParam() {
   const dtensor::DTensorImpl& d = dtensor::GetDTensorImpl(sharded_param_, "fully_shard");
   const Tensor local = d.local();
@@ -194,17 +200,9 @@ void FsdpParam::ResetShardedParam() {
                     "hand); change parameters between iterations");
   NoGradGuard no_grad;
   const DType dtype = local.dtype();
-  const bool deferred = local.impl()->storage().deferred_init();
-  {
-    memory::LedgerScope ledger(memory::Ledger::kParams);
-    sharded_storage_ = Zeros({padded_shard_numel()}, dtype, local.device());
-  }
-  if (local_size_ > 0 && !deferred) CopyInto(LocalView(sharded_storage_, 0, local_size_), local);
-  if (deferred) sharded_storage_.impl()->storage().set_deferred_init(true);
+  StoreShard(local, [&] { return local; });
   if (dtype != orig_dtype_) {
-    orig_dtype_ = dtype;
-    param_dtype_ = IsFloating(dtype) ? mp_param_dtype_.value_or(dtype) : dtype;
-    reduce_dtype_ = IsFloating(dtype) ? mp_reduce_dtype_.value_or(dtype) : dtype;
+    SetDTypes(dtype);
     const DTensorSpec s = *sharded_spec_;  // copies: emplace destroys the old value first
     sharded_spec_.emplace(s.mesh_ptr(), s.placements(), s.shape(), s.strides(), dtype, s.shard_order());
     if (tp_spec_) {

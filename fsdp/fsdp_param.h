@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,6 +168,11 @@ class FsdpParam {
   // The unsharded parameter's bytes as a contiguous tensor of U's shape.
   Tensor UnshardedLocal() const;
   void SetModuleParam(const Tensor& value);
+  // The original dtype and the all-gather / reduce dtypes that follow it unless the policy names them.
+  void SetDTypes(DType orig);
+  // sharded_storage_ = a zero-padded flat [padded_shard_numel()] of `like`'s dtype and device (params ledger) whose
+  // first local_size_ slices are rows() (not called when there are none, or when `like` is deferred: meta).
+  void StoreShard(const Tensor& like, const std::function<Tensor()>& rows);
 
   nn::Module* module_;
   std::vector<std::string> fqns_;

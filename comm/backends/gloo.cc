@@ -30,7 +30,6 @@
 #include <cstring>
 #include <cstdlib>
 #include <optional>
-#include <thread>
 
 #include "comm/backends/gloo_wait_monitor.h"
 #include "comm/backends/gloo_wire.h"
@@ -144,13 +143,11 @@ class GlooProcessGroup final : public ProcessGroup {
       // member has read that key: a rank 0 that finished first cut off a member still polling for it ("lost
       // the connection to the store server", 1-2 of 5-8 runs of a script whose rank 0 initialized last).
       // Bounded: a member that died meanwhile is reported by the first collective, not waited for here.
-      store_->Add(prefix_ + "read_all", 1);
+      if (store_->Add(prefix_ + "read_all", 1) == size()) store_->Set(prefix_ + "read_all_done", {'1'});
       if (store_->ServesHere()) {
-        const auto deadline = std::chrono::steady_clock::now() + std::min(timeout, milliseconds(2000));
-        auto backoff = milliseconds(1);
-        while (store_->Add(prefix_ + "read_all", 0) < size() && std::chrono::steady_clock::now() < deadline) {
-          std::this_thread::sleep_for(backoff);
-          backoff = std::min(backoff * 2, milliseconds(20));
+        try {
+          store_->Wait({prefix_ + "read_all_done"}, std::min(timeout, milliseconds(2000)));
+        } catch (const Error&) {  // NOLINT(bugprone-empty-catch): bounded on purpose (above)
         }
       }
     }

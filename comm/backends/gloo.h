@@ -55,6 +55,11 @@ struct GlooOptions {
   int restart_count = 0;
 };
 
+// The key prefix of this process's next world in the launcher's store: "/worker/attempt_<restart_count>", then
+// ".../world_<k>" for the k-th later world (after a destroy; every rank makes the same sequence of worlds). One count
+// for the C++ rendezvous and the Python one (tessel.distributed's init_process_group with rank= / world_size=).
+std::string NextAgentStorePrefix(int restart_count);
+
 // Collective over all `world_size` processes: rank 0 serves the TcpStore (unless store_dir or agent_store is set).
 ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options = {});
 

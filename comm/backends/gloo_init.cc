@@ -38,6 +38,13 @@ void ShareCoresWithLocalRanks(int default_local_ranks) {
   if (local_world > 1) SetNumThreads(std::max(1, HardwareConcurrency() / local_world));
 }
 
+std::string NextAgentStorePrefix(int restart_count) {
+  // The launcher's store outlives a group: a later world of this process needs keys of its own.
+  static std::atomic<int> worlds{0};
+  const int world = worlds.fetch_add(1);
+  return Str("/worker/attempt_", restart_count, world == 0 ? "" : Str("/world_", world));
+}
+
 ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions& options) {
   TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
                " is not in a world of size ", world_size);
@@ -46,13 +53,7 @@ ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions
   if (options.store_dir.empty()) {
     const bool serve = rank == 0 && !options.agent_store;
     store = std::make_shared<TcpStore>(options.master_addr, options.master_port, serve, options.timeout);
-    if (options.agent_store) {
-      // The launcher's store outlives this group: a later world of this process (after a destroy) needs keys of
-      // its own. Every rank makes the same sequence of worlds, so the count agrees across ranks.
-      static std::atomic<int> worlds{0};
-      const int world = worlds.fetch_add(1);
-      prefix = Str("/worker/attempt_", options.restart_count, world == 0 ? "" : Str("/world_", world), "/tessel/");
-    }
+    if (options.agent_store) prefix = NextAgentStorePrefix(options.restart_count) + "/tessel/";
   } else {
     store = std::make_shared<FileStore>(options.store_dir);
     prefix = Str("tessel/", options.master_port, "/");  // jobs sharing a directory need distinct ports

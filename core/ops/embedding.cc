@@ -85,14 +85,14 @@ TensorList EmbeddingKernel(std::span<const Tensor> in, const Attrs&) {
   return {out};
 }
 
-// table[idx[i], c0:c1] += g[i, c0:c1] for every i in order (A: accumulation type; a 16-bit A rounds after every
-// add, as torch's CPU embedding_dense_backward adds rows into a gradient of the weight's dtype in index order).
-template <typename T, typename A>
-void ScatterAddColumns(const T* g, const int64_t* idx, int64_t n, int64_t C, A* table, int64_t c0, int64_t c1) {
+// table[idx[i], c0:c1] += g[i, c0:c1] for every i in order, each add rounded to T: a 16-bit gradient accumulates
+// in its own dtype, as torch's CPU embedding_dense_backward adds rows into a gradient of the weight's dtype.
+template <typename T>
+void ScatterAddColumns(const T* g, const int64_t* idx, int64_t n, int64_t C, T* table, int64_t c0, int64_t c1) {
   for (int64_t i = 0; i < n; ++i) {
     const T* src = g + i * C;
-    A* dst = table + idx[i] * C;
-    for (int64_t c = c0; c < c1; ++c) dst[c] = FromCompute<A>(ToCompute(dst[c]) + ToCompute(src[c]));
+    T* dst = table + idx[i] * C;
+    for (int64_t c = c0; c < c1; ++c) dst[c] = FromCompute<T>(ToCompute(dst[c]) + ToCompute(src[c]));
   }
 }
 
@@ -105,11 +105,7 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
   TESSEL_CHECK(idx_shape == in[1].sizes(), "embedding_backward: grad ", ShapeStr(grad.sizes()),
                " does not match indices ", ShapeStr(in[1].sizes()), " (expected indices shape + [C])");
   Tensor idx = CheckedIndices("embedding_backward", in[1], V, Shape{V, C});
-  // 16-bit gradients accumulate in their own dtype (ScatterAddColumns), as torch's
-  const DType acc_dtype = grad.dtype() == DType::kFloat16 || grad.dtype() == DType::kBFloat16 ? grad.dtype()
-                          : grad.dtype() == DType::kFloat64                                     ? DType::kFloat64
-                                                                                                : DType::kFloat32;
-  Tensor acc = Zeros({V, C}, acc_dtype, grad.device());
+  Tensor acc = Zeros({V, C}, grad.dtype(), grad.device());
   const int64_t n = idx.numel();
   if (n > 0 && C > 0) {
     Tensor g = ContiguousCopyIfNeeded(grad, grad.dtype());
@@ -118,17 +114,12 @@ TensorList EmbeddingBackwardKernel(std::span<const Tensor> in, const Attrs& attr
     const int64_t grain = std::max<int64_t>(16, kGrain / n);
     TESSEL_DISPATCH_FLOATING_TYPES(grad.dtype(), "embedding_backward", [&] {
       using T = scalar_t;
-      using A = std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, T,
-                                   std::conditional_t<std::is_same_v<T, double>, double, float>>;
       const T* pg = static_cast<const T*>(g.raw_data());
-      A* pa = static_cast<A*>(acc.raw_data());
-      ParallelFor(0, C, grain, [&](int64_t c0, int64_t c1) { ScatterAddColumns<T, A>(pg, pi, n, C, pa, c0, c1); });
+      T* pa = static_cast<T*>(acc.raw_data());
+      ParallelFor(0, C, grain, [&](int64_t c0, int64_t c1) { ScatterAddColumns<T>(pg, pi, n, C, pa, c0, c1); });
     });
   }
-  if (acc.dtype() == grad.dtype()) return {acc};
-  Tensor out = Empty(acc.sizes(), grad.dtype(), grad.device());
-  CopyInto(out, acc);
-  return {out};
+  return {acc};
 }
 
 // Saves only the indices (the weight's row count is an attr), as torch: a weight renormalized in place

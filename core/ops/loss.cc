@@ -118,14 +118,8 @@ std::pair<C, C> Lse16(const Eigen::Map<const RowArray<C>>& row, bool float_lse) 
   const C m = row.maxCoeff();
   const C sum = (row - m).exp().sum();
   if (float_lse) return {m, std::log(sum)};  // torch's log_softmax along a dim other than the last
-  return {m, ToCompute(FromCompute<T>(std::log(ToCompute(FromCompute<T>(sum)))))};
+  return {m, RoundedTo<T>(std::log(RoundedTo<T>(sum)))};
 }
-template <typename T, typename C>
-C Round16(C v) {
-  return ToCompute(FromCompute<T>(v));
-}
-template <typename T>
-constexpr bool kSixteenBit = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
 
 // The 16-bit "sum" / "mean" of the rows' losses as torch's CPU nll_loss adds them: in the dtype, every add rounded,
 // through 8 levels of partial sums (a row's loss joins level 0; at a row index whose low `p` bits are 0, level j
@@ -145,16 +139,16 @@ C CascadeSum16(const std::vector<C>& per_row, const int64_t* target, int64_t ign
   for (int64_t b = 0; b < rows; ++b) {
     if (target[b] == ignore_index) continue;
     ++valid;
-    level[0] = Round16<T>(level[0] + per_row[b]);  // per_row holds -log p(target)
+    level[0] = RoundedTo<T>(level[0] + per_row[b]);  // per_row holds -log p(target)
     for (int j = 0; j + 1 < kLevels; ++j) {
       if ((b & (mask0 << (j * p))) != 0) break;
-      level[j + 1] = Round16<T>(level[j + 1] + level[j]);
+      level[j + 1] = RoundedTo<T>(level[j + 1] + level[j]);
       level[j] = 0;
     }
   }
   C total = 0;
-  for (C v : level) total = Round16<T>(total + v);
-  if (red == Reduction::kMean) total = Round16<T>(total / Round16<T>(static_cast<C>(valid)));  // 0 / 0: NaN
+  for (C v : level) total = RoundedTo<T>(total + v);
+  if (red == Reduction::kMean) total = RoundedTo<T>(total / RoundedTo<T>(static_cast<C>(valid)));  // 0 / 0: NaN
   return total;
 }
 
@@ -172,9 +166,9 @@ Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t 
     for (int64_t r = r0; r < r1; ++r) {
       if (pt[r] == ignore_index) continue;
       const auto row = LoadRow(px + r * d.classes, d.classes, buf);
-      if constexpr (kSixteenBit<T>) {
+      if constexpr (kIsSixteenBitFloat<T>) {
         const auto [m, lse] = Lse16<T, C>(row, float_lse);
-        per_row[r] = std::isfinite(m) ? -Round16<T>((row[pt[r]] - m) - lse) : std::numeric_limits<C>::quiet_NaN();
+        per_row[r] = std::isfinite(m) ? -RoundedTo<T>((row[pt[r]] - m) - lse) : std::numeric_limits<C>::quiet_NaN();
       } else {
         per_row[r] = RowNll<C>(row, pt[r]);
       }
@@ -186,7 +180,7 @@ Tensor ForwardTyped(const Tensor& logits, const Tensor& target, Dims d, int64_t 
     for (int64_t r = 0; r < d.rows; ++r) po[r] = FromCompute<T>(per_row[r]);
     return out;
   }
-  if constexpr (kSixteenBit<T>) {
+  if constexpr (kIsSixteenBitFloat<T>) {
     return Full(std::span<const int64_t>(), static_cast<double>(CascadeSum16<T>(per_row, pt, ignore_index, red)),
                 logits.dtype(), logits.device());
   }
@@ -229,7 +223,7 @@ Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& tar
     for (int64_t r = 0; r < d.rows; ++r) valid += pt[r] != ignore_index;
     uniform = static_cast<C>(ToCompute(pg[0]));
     // (a 16-bit count is rounded to the dtype first, as torch's total_weight: 257 valid rows divide by 256)
-    if (red == Reduction::kMean) uniform /= Round16<T>(static_cast<C>(std::max<int64_t>(valid, 1)));
+    if (red == Reduction::kMean) uniform /= RoundedTo<T>(static_cast<C>(std::max<int64_t>(valid, 1)));
   }
   Tensor out = Empty(logits.sizes(), logits.dtype(), logits.device());
   T* po = static_cast<T*>(out.raw_data());
@@ -243,12 +237,12 @@ Tensor BackwardTyped(const Tensor& grad, const Tensor& logits, const Tensor& tar
       }
       const C scale = red == Reduction::kNone ? static_cast<C>(ToCompute(pg[r])) : uniform;
       const auto row = LoadRow(px + r * d.classes, d.classes, buf);
-      if constexpr (kSixteenBit<T>) {
+      if constexpr (kIsSixteenBitFloat<T>) {
         if (row.size() > 0) {
           const auto [m, lse] = Lse16<T, C>(row, float_lse);
-          const C g = -Round16<T>(scale);  // nll's gradient at the target, in the logits' dtype
+          const C g = -RoundedTo<T>(scale);  // nll's gradient at the target, in the logits' dtype
           for (int64_t j = 0; j < d.classes; ++j) {
-            const C e = std::exp(Round16<T>((row[j] - m) - lse));
+            const C e = std::exp(RoundedTo<T>((row[j] - m) - lse));
             orow[j] = FromCompute<T>((j == pt[r] ? g : C(0)) - e * g);
           }
         }

@@ -99,7 +99,7 @@ void AdamWRange(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
       // (three roundings: float16's eps of 1e-8 is 0, so a zero exp_avg_sq divides by zero, as torch's does);
       // param.addcdiv_(exp_avg, denom, -step_size). Computed once in float and rounded at the end, a
       // float16 / bfloat16 model drifted from torch's by an ulp a step (the fp32 path keeps its fused form).
-      const auto round = [](C x) { return ToCompute(FromCompute<T>(x)); };
+      const auto round = RoundedTo<T>;
       const bool low = 1.0 - k.b1 < 0.5;
       for (int64_t i = s; i < e; ++i) {
         const C grad = ToCompute(pg[i]), m0 = ToCompute(pm[i]);
@@ -212,7 +212,7 @@ TensorList SgdKernel(std::span<const Tensor> in, const Attrs& a) {
     T* pp = static_cast<T*>(p.raw_data());
     const T* pg = static_cast<const T*>(g.raw_data());
     T* pb = has_buf ? static_cast<T*>(in[2].raw_data()) : nullptr;
-    const auto round = [](C v) { return ToCompute(FromCompute<T>(v)); };  // to T and back, as a stored result
+    const auto round = RoundedTo<T>;  // to T and back, as a stored result
     // torch's vector kernels take an add's alpha in a 16-bit tensor's own dtype first, then the compute type; a
     // multiplier (buf.mul_(momentum)) in the compute type directly
     const auto alpha = [&](double v) { return sizeof(T) == 2 ? round(static_cast<C>(v)) : static_cast<C>(v); };

@@ -49,9 +49,9 @@ void SoftmaxLane(const C* xp, C* yp, int64_t n, bool round = false) {
   const C mx = x.template maxCoeff<Eigen::PropagateNaN>();
   if constexpr (kLog) {
     C sum = (x - mx).exp().sum();
-    if (round) sum = ToCompute(FromCompute<T>(sum));
+    if (round) sum = RoundedTo<T>(sum);
     C lse = std::log(sum);
-    if (round) lse = ToCompute(FromCompute<T>(lse));
+    if (round) lse = RoundedTo<T>(lse);
     y = (x - mx) - lse;
   } else {
     ExpInto(xp, mx, yp, n);  // masked (-inf) entries get exactly 0 (exact_math.h)
@@ -127,7 +127,7 @@ TensorList SoftmaxKernel(std::span<const Tensor> in, const Attrs& attrs) {
     using C = ComputeT<T>;
     if (x.numel() == 0) return;
     const Lanes lanes = LanesOf(x.sizes(), dim);
-    const bool round = !std::is_same_v<T, C> && lanes.k == 1;  // 16-bit, along the last dim
+    const bool round = kIsSixteenBitFloat<T> && lanes.k == 1;  // along the last dim
     ForEachLane<1, T>({static_cast<const T*>(x.raw_data())}, static_cast<T*>(out.raw_data()), lanes,
                       [round](const std::array<const C*, 1>& r, C* y, int64_t n) {
                         SoftmaxLane<kLog, C, T>(r[0], y, n, round);

@@ -106,6 +106,17 @@ inline D ConvertValue(S v) {
 template <typename T>
 using ComputeT = decltype(ToCompute(std::declval<T>()));
 
+// float16 / bfloat16, whose kernels compute in float32 and round what they store.
+template <typename T>
+inline constexpr bool kIsSixteenBitFloat = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+// v as a stored T reads back in the compute type: rounded to T's precision, as torch's kernels round each 16-bit
+// intermediate they store (the identity for float / double).
+template <typename T>
+inline ComputeT<T> RoundedTo(ComputeT<T> v) {
+  return ToCompute(FromCompute<T>(v));
+}
+
 }  // namespace tessel
 
 // Calls `__VA_ARGS__` (a lambda body using `scalar_t`) with scalar_t bound to the C++ type of `dtype`.

@@ -112,18 +112,11 @@ def rendezvous(init_method, rank, world_size, timeout):
         return PrefixStore("tessel/%d" % port, files), rank, world_size
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         # The launcher serves the store (torch's agent store): every rank is a client, under the attempt's prefix, so
-        # rank 0 exiting first cannot take the store away from ranks still rendezvousing. A later world of this
-        # process (after destroy_process_group) gets keys of its own; every rank makes the same sequence of worlds.
-        global _agent_worlds
-        prefix = "/worker/attempt_%s" % os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        if _agent_worlds:
-            prefix += "/world_%d" % _agent_worlds
-        _agent_worlds += 1
+        # rank 0 exiting first cannot take the store away from ranks still rendezvousing (a later world of this
+        # process gets keys of its own: the C++ rendezvous's count, comm/backends/gloo.h).
+        prefix = _C._next_agent_store_prefix(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
         client = PrefixStore(prefix, TCPStore(host, port, world_size, is_master=False, timeout=timeout))
         client.host = host  # (the address's loopback-ness picks the transport's, as for rank 0's store)
         return client, rank, world_size
     store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=timeout, multi_tenant=True)
     return store, rank, world_size
-
-
-_agent_worlds = 0  # worlds this process made through the launcher's store

@@ -402,69 +402,61 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                   "process to be 1 in default, to avoid your system being overloaded, please further tune the "
                   "variable for optimal performance in your application as needed. \n"
                   "*****************************************", file=log, flush=True)
-    with AgentStore(node_rank, master_addr, master_port, base) as agent:
-        return _attempts(command, nproc, running, agent, base, nnodes=nnodes, node_rank=node_rank,
-                         master_addr=master_addr, master_port=master_port, max_restarts=max_restarts,
-                         monitor_interval=monitor_interval, run_id=run_id, role=role, log=log, logs=logs,
-                         shutdown_timeout=shutdown_timeout, failures=failures)
-
-
-def _attempts(command, nproc, running, agent, base, *, nnodes, node_rank, master_addr, master_port, max_restarts,
-              monitor_interval, run_id, role, log, logs, shutdown_timeout, failures):
-    for restart in range(max_restarts + 1):
-        with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
-            procs, files = [], []
-            running[:] = []
-            for local in range(nproc):
-                rank = node_rank * nproc + local
-                files.append(os.path.join(errors, "error_%d.json" % rank))
-                env_r = dict(base, **worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=role,
-                                                master_addr=master_addr, master_port=master_port, run_id=run_id,
-                                                restart=restart, max_restarts=max_restarts,
-                                                agent_store=agent.enabled),
-                             TORCHELASTIC_ERROR_FILE=files[-1])
-                kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
-                # ${local_rank} in an argument is the worker's (torch's macro: the legacy launcher's --local-rank)
-                argv = macros.substitute(command, str(local))
-                # its own session: a stop reaches the processes it starts too (torch's start_new_session)
-                procs.append(subprocess.Popen(argv, env=env_r, start_new_session=True, **kwargs))
-                running.append(procs[-1])
-                logs.start(procs[-1], pumps)
-            failed = None
-            while failed is None and any(p.poll() is None for p in procs):
-                for local, p in enumerate(procs):
-                    if p.poll() not in (None, 0):
-                        failed = local
-                        break
-                else:
-                    time.sleep(monitor_interval)
-            if failed is None:
-                failed = next((i for i, p in enumerate(procs) if p.returncode != 0), None)
-            if failed is None:
+    with AgentStore(node_rank, master_addr, master_port, base) as agent:  # serves the store for every attempt
+        for restart in range(max_restarts + 1):
+            with tempfile.TemporaryDirectory(prefix="tessel_run_") as errors:
+                procs, files = [], []
+                running[:] = []
+                for local in range(nproc):
+                    rank = node_rank * nproc + local
+                    files.append(os.path.join(errors, "error_%d.json" % rank))
+                    env_r = dict(base, **worker_env(local, nproc, nnodes=nnodes, node_rank=node_rank, role=role,
+                                                    master_addr=master_addr, master_port=master_port, run_id=run_id,
+                                                    restart=restart, max_restarts=max_restarts,
+                                                    agent_store=agent.enabled),
+                                 TORCHELASTIC_ERROR_FILE=files[-1])
+                    kwargs, pumps = logs.popen_kwargs(restart, run_id, local, rank)
+                    # ${local_rank} in an argument is the worker's (torch's macro: the legacy launcher's --local-rank)
+                    argv = macros.substitute(command, str(local))
+                    # its own session: a stop reaches the processes it starts too (torch's start_new_session)
+                    procs.append(subprocess.Popen(argv, env=env_r, start_new_session=True, **kwargs))
+                    running.append(procs[-1])
+                    logs.start(procs[-1], pumps)
+                failed = None
+                while failed is None and any(p.poll() is None for p in procs):
+                    for local, p in enumerate(procs):
+                        if p.poll() not in (None, 0):
+                            failed = local
+                            break
+                    else:
+                        time.sleep(monitor_interval)
+                if failed is None:
+                    failed = next((i for i, p in enumerate(procs) if p.returncode != 0), None)
+                if failed is None:
+                    logs.close()
+                    return 0
+                failed = _first_failure(procs, files, failed, node_rank * nproc)
+                code = procs[failed].returncode
+                _stop(procs, shutdown_timeout)
                 logs.close()
-                return 0
-            failed = _first_failure(procs, files, failed, node_rank * nproc)
-            code = procs[failed].returncode
-            _stop(procs, shutdown_timeout)
-            logs.close()
-            rank = node_rank * nproc + failed
-            message, _ = _root_cause(failed, procs[failed], files[failed])
-            if restart < max_restarts:
-                print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
-                      % (rank, code, restart + 1, max_restarts), file=log, flush=True)
-                continue
-            how = "exit code %d" % code
-            if code < 0:
-                how = "killed by signal %s (%d)" % (signal.Signals(-code).name if -code in signal.valid_signals()
-                                                    else "?", -code)
-            print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), %s"
-                  % (rank, failed, how), file=log)
-            if message:  # (its traceback: in the ChildFailedError the caller raises)
-                print("[tessel.distributed.run]   " + message, file=log)
-            log.flush()
-            if failures is not None:
-                failures.update(_failures(procs, files, failed, node_rank * nproc))
-            return 1
+                rank = node_rank * nproc + failed
+                message, _ = _root_cause(failed, procs[failed], files[failed])
+                if restart < max_restarts:
+                    print("[tessel.distributed.run] rank %d failed (exit code %d); restarting the workers (%d of %d)"
+                          % (rank, code, restart + 1, max_restarts), file=log, flush=True)
+                    continue
+                how = "exit code %d" % code
+                if code < 0:
+                    how = "killed by signal %s (%d)" % (signal.Signals(-code).name if -code in signal.valid_signals()
+                                                        else "?", -code)
+                print("[tessel.distributed.run] root cause (first observed failure): rank %d (local_rank %d), %s"
+                      % (rank, failed, how), file=log)
+                if message:  # (its traceback: in the ChildFailedError the caller raises)
+                    print("[tessel.distributed.run]   " + message, file=log)
+                log.flush()
+                if failures is not None:
+                    failures.update(_failures(procs, files, failed, node_rank * nproc))
+                return 1
     return 1
 
 

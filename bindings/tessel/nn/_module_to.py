@@ -61,8 +61,8 @@ def _cast_floating(self, dtype, complex_to_real):
             continue
         if p.grad_fn is None:  # in place: a tied parameter's other names follow
             grad = p.grad
-            if p.is_distributed:  # torch's `param.data = cast` on a DTensor takes the cast DTensor's shards
-                p._set_data(p.detach().to(dtype))
+            if p.is_distributed:  # torch's `param.data = cast`: the DTensor takes the cast one's shards (`.data =`
+                p._set_data(p.detach().to(dtype))  # on a DTensor copies values, keeping fully_shard's storage)
             else:
                 p.data = p.detach().to(dtype)
             if grad is not None:
