@@ -586,6 +586,7 @@ def _var64(self, dim, unbiased, keepdim, correction, op="var"):
         import warnings
         warnings.warn("%s(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
                       "(input numel divided by output numel)." % op, UserWarning, stacklevel=user_stacklevel())
+    self = _dtensor_compose.for_nonlinear_reduction(self, dims)  # a DTensor: torch's layout for var
     mean = self.mean(dims, keepdim=True)
     squares = ((self - mean) * (self - mean)).sum(dims, keepdim=keepdim)
     return squares / builtins.float(builtins.max(0, n - correction))

@@ -191,6 +191,40 @@ def gathered_along(x, dim):
     return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
 
 
+def for_nonlinear_reduction(x, dims):
+    """x, or a DTensor laid out as torch's single-dim strategy for a non-linear reduction over dims (var, std:
+    _reduction_single_dim_strategy with reduction_linear=False) takes it: a mesh dim sharding a reduced dim is
+    gathered; a Partial one is reduce-scattered onto the first kept dim it can split when some mesh dim shards
+    x (torch fills its Shard options only then), else all-reduced; a Replicate one right of a gathered one is
+    split on that kept dim too (its chunk shrinks the gather); kept dims stay sharded."""
+    if not x.is_distributed or x.ndim == 0:
+        return x
+    from .distributed.tensor import Replicate, Shard
+    reduced = {d % x.ndim for d in dims}
+    mesh, current = x.device_mesh, tuple(x.placements)
+    want = [Replicate() if p.is_shard() and p.dim % x.ndim in reduced else p for p in current]
+    gathered = [a for a, p in enumerate(current) if p.is_shard() and p.dim % x.ndim in reduced]
+    for a, p in enumerate(current):
+        # a Partial, or a Replicate right of a gathered mesh dim: torch's planner chunks that one first, so the
+        # gather moves fewer bytes
+        if not (p.is_partial() or (p.is_replicate() and gathered and gathered[0] < a)):
+            continue
+        want[a] = Replicate()
+        if not any(q.is_shard() for q in current):
+            continue
+        right = {q.dim % x.ndim for q in want[a + 1:] if q.is_shard()}
+        for d in range(x.ndim):
+            shards = mesh.size(a)
+            for b, q in enumerate(want):
+                if b != a and q.is_shard() and q.dim % x.ndim == d:
+                    shards *= mesh.size(b)
+            if d not in reduced and d not in right and x.shape[d] >= shards:
+                want[a] = Shard(d)
+                break
+    want = tuple(want)
+    return x if want == current else x.redistribute(mesh, want)
+
+
 def by_index_pieces(x, index, select, shape, placements, aligned_dims=(), along=None):
     """select(x's whole local value, this rank's piece of index) as a DTensor laid out as `placements` (index's,
     mapped to the output's dims), when x is replicated on index's mesh and index is sharded (no Partial): each rank

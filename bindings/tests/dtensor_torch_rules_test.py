@@ -333,5 +333,78 @@ def test_the_api_module_holds_the_packages_dtensor_names_as_torchs():
     assert (_api.DTensor, _api.distribute_tensor, _api.distribute_module) == \
         (tensor.DTensor, tensor.distribute_tensor, tensor.distribute_module)
 
+
+def test_mean_var_and_std_placements_and_collectives_as_torchs():
+    def fn(rank, mesh):
+        from tessel.distributed.tensor.debug import CommDebugMode
+        full = tessel.arange(32.0).reshape(4, 8) * 0.25 - 3.0
+        shape = tuple(mesh.mesh.shape)
+
+        def run(placements, op, partial_axis=None):
+            x = distribute_tensor(full, mesh, placements)
+            if partial_axis is not None:  # the value on coordinate 0 of that mesh dim, zeros on the other
+                keep = 1.0 if mesh.get_coordinate()[partial_axis] == 0 else 0.0
+                placements = [Partial() if a == partial_axis else p for a, p in enumerate(placements)]
+                x = DTensor.from_local(x.to_local() * keep, mesh, placements)
+            mode = CommDebugMode()
+            with mode:
+                y = op(x)
+            counts = sorted((str(k).split(".")[-1], n) for k, n in mode.get_comm_counts().items())
+            return tuple(y.placements), counts, y.full_tensor().tolist()
+
+        if len(shape) == 1:
+            return [run([Shard(0)], lambda x: x.mean(0)),
+                    run([Replicate()], lambda x: x.mean(), partial_axis=0),
+                    run([Shard(0)], lambda x: x.var())]
+        return [run([Shard(1), Replicate()], lambda x: x.var(1)),
+                run([Shard(0), Replicate()], lambda x: x.var(1), partial_axis=1),
+                run([Shard(0), Replicate()], lambda x: x.std(0)),
+                run([Replicate(), Shard(0)], lambda x: x.mean(0), partial_axis=0)]
+
+    full = [[i * 0.25 - 3.0 + 2.0 * r for i in range(8)] for r in range(4)]
+    mean0 = [sum(full[r][c] for r in range(4)) / 4 for c in range(8)]
+    flat = [v for row in full for v in row]
+    mu = sum(flat) / 32
+    var1 = [sum((v - sum(row) / 8) ** 2 for v in row) / 7 for row in full]
+    std0 = [(sum((full[r][c] - mean0[c]) ** 2 for r in range(4)) / 3) ** 0.5 for c in range(8)]
+    # torch 2.15 on 2 gloo ranks: mean of a row shard is Partial(avg) without communication, of a Partial(sum)
+    # an all-reduced Replicate; var gathers the reduced dim
+    one = on_ranks(fn)
+    assert one[0] == one[1]
+    assert one[0][0] == ((Partial("avg"),), [], approx(mean0))
+    assert one[0][1] == ((Replicate(),), [("all_reduce", 1)], approx(mu))
+    assert one[0][2] == ((Replicate(),), [("all_gather_into_tensor", 1)],
+                         approx(sum((v - mu) ** 2 for v in flat) / 31))
+    # torch 2.15 on a 2 x 2 mesh: a Replicate mesh dim right of a gathered one is split on the kept dim; a
+    # Partial is reduce-scattered onto the kept dim
+    two = ranks(4, lambda rank: fn(rank, init_device_mesh("cpu", (2, 2))))
+    assert all(two[r] == two[0] for r in range(4))
+    assert two[0][0] == ((Replicate(), Shard(0)), [("all_gather_into_tensor", 1)], approx(var1))
+    assert two[0][1] == ((Shard(0), Shard(0)), [("reduce_scatter_tensor", 1)], approx(var1))
+    assert two[0][2] == ((Replicate(), Shard(0)), [("all_gather_into_tensor", 1)], approx(std0))
+    assert two[0][3] == ((Shard(0), Partial("avg")), [("reduce_scatter_tensor", 1)], approx(mean0))
+
+
+def test_add_with_alpha_keeps_a_partial_operand_partial_and_where_reduces_it_as_torchs():
+    def fn(rank, mesh):
+        from tessel.distributed.tensor.debug import CommDebugMode
+        r = distribute_tensor(tessel.arange(4.0), mesh, [Replicate()])
+        p = DTensor.from_local(tessel.arange(4.0) * (rank + 1), mesh, [Partial()])  # the sum: 3 * arange
+        out = []
+        for op in (lambda: tessel.add(r, p, alpha=2), lambda: p.add(r, alpha=0.5),
+                   lambda: tessel.where(r > 1, p, r)):
+            mode = CommDebugMode()
+            with mode:
+                y = op()
+            out.append((tuple(y.placements), mode.get_total_counts(), y.full_tensor().tolist()))
+        return out
+
+    # torch 2.15: add.Tensor is linear (R + 2 * P: Partial(sum), the Replicate one partitioned, no collective);
+    # where has no Partial rule (one all_reduce)
+    expected = [((Partial(),), 0, approx([0.0, 7.0, 14.0, 21.0])), ((Partial(),), 0, approx([0.0, 3.5, 7.0, 10.5])),
+                ((Replicate(),), 1, approx([0.0, 1.0, 6.0, 9.0]))]
+    assert on_ranks(fn) == {0: expected, 1: expected}
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

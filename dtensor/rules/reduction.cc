@@ -2,18 +2,20 @@
 // indices), norm, and the backward ops sum_backward, max_backward.
 //
 // Invariant: a reduction never gathers its input. A sharded reduced dim makes the output Partial on
-// that axis — sum: P(sum); mean: P(sum) of local sums scaled by 1 / (global count), exact on uneven
-// shards (a mean of local means would weight ranks wrongly); amax and inf-norm: P(max) (an empty local
-// shard contributes -inf); 1-norm: P(sum). A p-norm for other p computes local sums of |x|^p, all-reduces
-// them over the reducing axes (one all_reduce per axis, declared in the cost) and takes the p-th root,
-// so the output is Replicate there. max(dim) needs its dim whole (its indices are global positions),
-// so that dim is replicated first. Kept dims keep their sharding; Partial(sum/avg) inputs pass through
-// sum and mean (linear), Partial(max) through amax. The backward ops broadcast the gradient back in its
-// own layout and rewrite their global "shape" attr to this rank's local shape.
+// that axis — sum: P(sum); mean: P(avg) of local means, as torch's, or on uneven shards P(sum) of local
+// sums scaled by 1 / (global count) (a mean of unequal local means would weight ranks wrongly); amax and
+// inf-norm: P(max) (an empty local shard contributes -inf); 1-norm: P(sum). A p-norm for other p computes
+// local sums of |x|^p, all-reduces them over the reducing axes (one all_reduce per axis, declared in the
+// cost) and takes the p-th root, so the output is Replicate there. max(dim) needs its dim whole (its
+// indices are global positions), so that dim is replicated first. Kept dims keep their sharding;
+// Partial(sum/avg) inputs pass through sum, Partial(avg) through mean (a Partial(sum) is reduced first, as
+// torch's), Partial(max) through amax. The backward ops broadcast the gradient back in its own layout and
+// rewrite their global "shape" attr to this rank's local shape.
 //
 // Example:
 //   Sum(x_S0, {0});           // [S(0)] -> [P(sum)], no communication
 //   Mean(x_S1, {0});          // [S(1)] -> [S(1)]: dim 0 is whole on every rank
+//   Mean(x_S0, {0});          // [S(0)] -> [P(avg)] (even rows), no communication
 //   Norm(g_S0, 2.0);          // one all_reduce of a scalar, [R]
 #include <cmath>
 #include <limits>
@@ -109,13 +111,38 @@ TensorList MeanLocal(const LocalContext& ctx) {
   return DispatchLocal(GetOp("mul_scalar"), sum, Attrs().Set("value", 1.0 / count));
 }
 
+// PyTorch 2.15's mean (mean_single_dim_strategy): per mesh axis Replicate, a reduced dim's Shard making
+// Partial(avg) of local means, a kept dim's Shard, or Partial(avg) through; a Partial(sum) input is reduced
+// first (torch never converts it to an average). Torch drops a candidate whose reduced dims are sharded
+// unevenly (a mean of unequal local means is wrong) and so gathers them; here that candidate is kept exact
+// instead: its reducing axes give Partial(sum) of local sums over the global count (MeanLocal).
 std::vector<Strategy> MeanRule(const OpCall& call) {
-  TESSEL_CHECK(IsFloating(call.spec(0).dtype()), "mean: expected a floating dtype, got ", call.spec(0).dtype(),
-               "; call ", DescribeCall(call));
+  const DTensorSpec& x = call.spec(0);
+  TESSEL_CHECK(IsFloating(x.dtype()), "mean: expected a floating dtype, got ", x.dtype(), "; call ",
+               DescribeCall(call));
   const Reduction r = ReductionOf(call);
-  std::vector<Strategy> s =
-      Reduce(call, KeepPartials(call.state(0), {ReduceOp::kSum, ReduceOp::kAvg}), Partial{ReduceOp::kSum}, r);
-  if (!ReducingAxes(*s[0].inputs[0], r.reduced).empty()) s[0].local_fn = MeanLocal;
+  const std::vector<int64_t> map = ReduceDimMap(r.reduced, r.keepdim);
+  std::vector<AxisOption> options{{{Replicate{}}, {Replicate{}}, StrategyKind::kReplicate}};
+  if (std::any_of(x.placements().begin(), x.placements().end(), IsShard)) {
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      const size_t u = static_cast<size_t>(d);
+      options.push_back({{Shard{d}}, {r.reduced[u] ? Placement{Partial{ReduceOp::kAvg}} : Placement{Shard{map[u]}}}});
+    }
+  }
+  options.push_back({{Partial{ReduceOp::kAvg}}, {Partial{ReduceOp::kAvg}}});
+  std::vector<Strategy> s = ExpandAxisOptions(call, options, {r.out_shape});
+  for (Strategy& c : s) {
+    const ShardingState& in = *c.inputs[0];
+    bool uneven = false;
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      uneven = uneven || (r.reduced[static_cast<size_t>(d)] && x.shape()[d] % NumShards(in, d, call.mesh) != 0);
+    }
+    if (!uneven) continue;
+    c.local_fn = MeanLocal;
+    for (int64_t a : ReducingAxes(in, r.reduced)) {
+      c.outputs[0]->state = SetAxis(c.outputs[0]->state, static_cast<int>(a), Partial{ReduceOp::kSum});
+    }
+  }
   return s;
 }
 

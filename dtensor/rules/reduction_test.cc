@@ -11,6 +11,7 @@ namespace {
 
 using testing::CommOf;
 using testing::EvenAndUneven;
+using testing::ExpectClose;
 using testing::ExpectMatchesDense;
 using testing::OnMesh1D;
 using testing::OnMesh2D;
@@ -70,7 +71,8 @@ TEST(ReductionRulesTest, ShardedReducedDimBecomesPartialWithoutCommunication) {
     DTensor y;
     EXPECT_EQ(CommOf([&] { y = DTensor(Sum(x, {0})); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
-    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {0})); }), "");  // local sums / 13, exact on 4+4+4+1 rows
+    // Uneven (4 + 4 + 4 + 1 rows): local sums / 13 as Partial(sum), where torch would gather the rows.
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {0})); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("P(sum)"));
     EXPECT_EQ(CommOf([&] { y = DTensor(Amax(x, {0})); }), "");
     EXPECT_EQ(y.placements(), ParsePlacements("P(max)"));
@@ -79,6 +81,40 @@ TEST(ReductionRulesTest, ShardedReducedDimBecomesPartialWithoutCommunication) {
     EXPECT_EQ(CommOf([&] { y = DTensor(Norm(x)); }), "all_reduce(x) x1");  // one scalar all_reduce
     EXPECT_EQ(y.placements(), ParsePlacements("R"));
     EXPECT_EQ(CommOf([&] { y = DTensor(Max(x, 0).first); }), "all_gather(x) x1");  // indices need the whole dim
+  });
+}
+
+// torch 2.15's mean placements (mean_single_dim_strategy): evenly sharded reduced dims give Partial(avg) of
+// local means; a Partial(sum) input is reduced first, all-reduced where nothing is sharded and
+// reduce-scattered onto a kept dim where another axis shards (as torch's expansion, which lists Shard
+// options only then).
+TEST(ReductionRulesTest, MeanGivesTorchsPartialAvgAndReducesAPartialSumInput) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor full = Values({12, 3});
+    DTensor x = DistributeTensor(full, mesh, ParsePlacements("S(0)"));
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {0})); }), "");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(avg)"));
+    // This rank's value is the mean of its own 3 rows (torch's local), and the average of those is the mean.
+    const std::vector<double> v = full.ToDoubleVector(), local = y.ToLocal().ToDoubleVector();
+    const int64_t r = mesh.coordinate()[0];
+    for (int64_t c = 0; c < 3; ++c) {
+      const size_t row = static_cast<size_t>(3 * r * 3 + c);
+      EXPECT_NEAR(local[static_cast<size_t>(c)], (v[row] + v[row + 3] + v[row + 6]) / 3, 1e-12);
+    }
+    ExpectClose(y.FullTensor().ToDoubleVector(), Mean(full, {0}).ToDoubleVector(), 1e-12, "mean");
+    DTensor p = DistributeTensor(full, mesh, ParsePlacements("S(0)")).Redistribute(mesh, ParsePlacements("P(sum)"));
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(p, {0})); }), "all_reduce(x) x1");
+    EXPECT_EQ(y.placements(), ParsePlacements("R"));
+  });
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 8});
+    DTensor x =
+        DistributeTensor(full, mesh, ParsePlacements("S(0), R")).Redistribute(mesh, ParsePlacements("P(sum), S(0)"));
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Mean(x, {0})); }), "reduce_scatter(dp) x1");  // torch: the same one
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0), P(avg)"));
+    ExpectClose(y.FullTensor().ToDoubleVector(), Mean(full, {0}).ToDoubleVector(), 1e-12, "mean [P, S(0)]");
   });
 }
 

@@ -36,11 +36,6 @@ std::vector<std::string_view> Rows(Linearity lin, const OpCall& call) {
     case Linearity::kGradLinear:
       if (call.num_inputs() == 2) return {"SSR", "AAR"};
       return {"SSRR", "AARR"};
-    case Linearity::kWhere:
-      return {"SRSS", "ARAA", "XRXX", "NRNN"};
-    case Linearity::kMaskedFill:
-      if (call.attrs.GetDouble("value") == 0.0) return {"SSR", "AAR", "XXR", "NNR"};
-      return {"AAR", "XXR", "NNR"};
     case Linearity::kAllPartial:
       return {"SS", "AA", "XX", "NN"};
     case Linearity::kCopy:
@@ -91,12 +86,40 @@ struct Follow {
     return static_cast<int64_t>(out_shape.size()) - call.spec(j).ndim();
   }
 
+  // Torch's choice for a Partial that must be reduced (no linearity row) on a mesh where some operand is
+  // sharded (its single-dim expansion offers Shard only then): reduce-scatter it onto the lowest output dim
+  // that no mesh axis right of `a` shards and that has a piece for every rank; -1 (all-reduce) when none.
+  int64_t ScatterDim(int lead, const ShardingState& lead_state, int a) const {
+    bool any_shard = false;
+    for (int j = 0; j < call.num_inputs(); ++j) {
+      if (!call.defined(j)) continue;
+      for (const Placement& q : call.spec(j).placements()) any_shard = any_shard || IsShard(q);
+    }
+    if (!any_shard) return -1;
+    const int64_t lead_dims = call.spec(lead).ndim(), offset = Lead(lead);
+    for (int64_t od = 0; od < static_cast<int64_t>(out_shape.size()); ++od) {
+      const int64_t d = od - offset;
+      const int64_t size = out_shape[static_cast<size_t>(od)];
+      if (d < 0 || d >= lead_dims || call.spec(lead).shape()[static_cast<size_t>(d)] != size) continue;
+      bool right = false;
+      int64_t shards = call.mesh.size(a);
+      for (int b = 0; b < call.mesh_ndim(); ++b) {
+        if (!IsShardOn(lead_state.placements[static_cast<size_t>(b)], d)) continue;
+        right = right || b > a;
+        shards *= call.mesh.size(b);
+      }
+      if (!right && shards <= size) return od;
+    }
+    return -1;
+  }
+
   Strategy Build(int lead) const {
     const int n = call.num_inputs(), mesh_ndim = call.mesh_ndim();
     const int64_t out_nd = static_cast<int64_t>(out_shape.size());
     std::vector<std::vector<Placement>> in(static_cast<size_t>(n), std::vector<Placement>(mesh_ndim, Replicate{}));
     std::vector<Placement> out(static_cast<size_t>(mesh_ndim), Replicate{});
     const ShardingState lead_state = call.state(lead);
+    std::vector<std::pair<int64_t, int>> scattered;  // (output dim, mesh axis) of Partials reduce-scattered
     for (int a = 0; a < mesh_ndim; ++a) {
       const Placement& p = lead_state.placements[static_cast<size_t>(a)];
       if (const Shard* s = std::get_if<Shard>(&p)) {
@@ -134,6 +157,16 @@ struct Follow {
         if (!chosen.empty()) {
           out[a] = FromLetter(chosen[0]);
           for (int j = 0; j < n; ++j) in[static_cast<size_t>(j)][a] = FromLetter(chosen[static_cast<size_t>(1 + j)]);
+        } else if (const int64_t od = ScatterDim(lead, lead_state, a); od >= 0) {
+          out[a] = Shard{od};
+          scattered.emplace_back(od, a);
+          for (int j = 0; j < n; ++j) {
+            if (!call.defined(j)) continue;
+            const int64_t dj = od - Lead(j);
+            if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
+              in[static_cast<size_t>(j)][a] = Shard{dj};
+            }
+          }
         }
       }
     }
@@ -147,6 +180,8 @@ struct Follow {
         }
       }
     }
+    // A reduce-scattered axis is the innermost of its dim (no axis right of it shards that dim).
+    for (const auto& [od, a] : scattered) out_state.order[static_cast<size_t>(od)].push_back(a);
     for (int j = 0; j < n; ++j) {
       if (!call.defined(j)) {
         st.inputs.emplace_back();
@@ -358,6 +393,59 @@ std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<A
     size_t a = 0;
     while (a < idx.size() && ++idx[a] == per_axis[a].size()) idx[a++] = 0;
     if (a == idx.size()) break;
+  }
+  return out;
+}
+
+// Bytes of the all-gathers a candidate's inputs need beyond its one-step moves: a Shard(d) made on an axis
+// while an axis to its right keeps sharding d nests the blocks the other way round, so the right axis is
+// gathered first and chunked again after (torch prices that path through its redistribute planner; its
+// single-dim search never offers the one-step move).
+int64_t NestingGatherBytes(const OpCall& call, const Strategy& s) {
+  int64_t bytes = 0;
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    const DTensorSpec& src = call.spec(i);
+    const std::vector<Placement>& dst = s.inputs[static_cast<size_t>(i)]->placements;
+    for (int a = 0; a < call.mesh_ndim(); ++a) {
+      const Shard* made = std::get_if<Shard>(&dst[static_cast<size_t>(a)]);
+      if (made == nullptr || src.placement(a) == dst[static_cast<size_t>(a)]) continue;
+      for (int b = a + 1; b < call.mesh_ndim(); ++b) {
+        if (src.placement(b) == Placement{*made} && dst[static_cast<size_t>(b)] == Placement{*made}) {
+          bytes += src.numel() * ElementSize(src.dtype()) / NumShards(StateOf(src), made->dim, call.mesh) *
+                   (call.mesh.size(b) - 1);
+        }
+      }
+    }
+  }
+  return bytes;
+}
+
+std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
+                                        const std::vector<std::optional<Shape>>& out_shapes) {
+  const size_t axes = static_cast<size_t>(call.mesh_ndim());
+  std::vector<Strategy> out;
+  std::vector<size_t> idx(axes, 0);
+  while (true) {
+    std::vector<const AxisOption*> choice;
+    for (size_t a = 0; a < axes; ++a) choice.push_back(&options[idx[a]]);
+    Strategy s = AssembleOptions(call, choice, out_shapes);
+    s.kind = StrategyKind::kFollow;  // one kind: equal costs go to the earlier candidate, as torch's selection
+    bool shardable = true;  // torch's is_tensor_shardable: no dim split over more ranks than it has elements
+    for (int i = 0; i < call.num_inputs() && shardable; ++i) {
+      if (!call.defined(i) || s.inputs[static_cast<size_t>(i)]->placements == call.spec(i).placements()) continue;
+      for (int64_t d = 0; d < call.spec(i).ndim() && shardable; ++d) {
+        const int64_t n = NumShards(*s.inputs[static_cast<size_t>(i)], d, call.mesh);
+        shardable = n == 1 || n <= call.spec(i).shape()[d];
+      }
+    }
+    if (shardable) {
+      s.extra_comm_bytes = NestingGatherBytes(call, s);
+      out.push_back(std::move(s));
+    }
+    size_t a = axes;  // the last mesh axis varies fastest (itertools.product)
+    while (a > 0 && ++idx[a - 1] == options.size()) idx[--a] = 0;
+    if (a == 0) break;
   }
   return out;
 }

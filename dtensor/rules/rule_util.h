@@ -4,7 +4,9 @@
 // Invariant: Pointwise() returns one candidate per distinct layout it can follow (each input's current
 // placements mapped through numpy broadcasting), so an op whose inputs already agree needs no
 // communication; a Partial input keeps its Partial only where the op's linearity table has a row for
-// it (PyTorch's _pointwise_ops.py rules, plus exact partition of Replicate inputs into Partial(sum)).
+// it (PyTorch's _pointwise_ops.py rules, plus exact partition of Replicate inputs into Partial(sum)); else it
+// is reduced: reduce-scattered onto the lowest dim no mesh axis to its right shards when some operand is
+// sharded (torch's single-dim expansion offers Shard options only then), all-reduced otherwise.
 //
 // Example (dtensor/rules/elementwise.cc):
 //   std::vector<Strategy> AddRule(const OpCall& call) { return Pointwise(call, Linearity::kAdditive); }
@@ -31,8 +33,6 @@ enum class Linearity {
   kMul,          // partial through either factor, the other Replicate   (mul)
   kDiv,          // partial through the numerator only                   (div)
   kGradLinear,   // linear in input 0 (the incoming gradient), others R  (*_backward pointwise ops)
-  kWhere,        // where(cond R, a, b): any reduce op through a and b
-  kMaskedFill,   // masked_fill: avg, max, min; sum only for value 0
   kAllPartial,   // identity-like: every Partial op passes              (clone, contiguous)
   kCopy,         // copy_(dst, src): src takes dst's layout, any Partial op
 };
@@ -68,6 +68,15 @@ struct AxisOption {
 // (masked > contract > partial > shard > replicate). `out_shapes[i]` nullopt: output i is undefined.
 std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                          const std::vector<std::optional<Shape>>& out_shapes);
+
+// PyTorch 2.15's expansion of single-mesh-dim strategies (torch/distributed/tensor/_ops/single_dim_strategy.py)
+// for ops ported from its register_single_dim_strategy rules: every combination of `options` (options[0] the
+// all-Replicate one) in torch's order, the last mesh axis varying fastest, without pruning; a combination
+// that would split some input dim over more ranks than its size is dropped unless it is the input's current
+// layout. All candidates have one kind, so the cost model's ties go to the earlier one, as torch's min-cost
+// selection. A rule lists its Shard options only when some input is sharded, as torch fills its placeholders.
+std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
+                                        const std::vector<std::optional<Shape>>& out_shapes);
 
 // Local-attr rewriters: the call's attrs with one global-shape attr replaced by output 0's local shape.
 Attrs LocalShapeAttr(const LocalContext& ctx);       // "shape"

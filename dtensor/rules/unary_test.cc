@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "dtensor/testing/rules_testing.h"
@@ -101,6 +103,27 @@ TEST(UnaryRulesTest, DropoutDrawsEachShardsBlockOfTheFullTensorsMask) {
   testing::OnMesh2D([&](const DeviceMesh& mesh) {
     ExpectMatchesDense(mesh, {Values({6, 7})}, {"S(0), S(1)"}, dropout, true, 1e-12);
     ExpectMatchesDense(mesh, {Values({6, 7})}, {"S(1), S(1)"}, dropout, true, 1e-12);
+  });
+}
+
+// torch 2.15 on a 2-D mesh: a Partial that a nonlinear op must reduce is reduce-scattered onto the lowest dim that
+// no mesh dim to its right shards (its single-dim strategies offer Shard once some input is sharded), not
+// all-reduced; on a mesh where nothing is sharded it is all-reduced.
+TEST(UnaryRulesTest, NonlinearOpReduceScattersAPartialOnATwoDimMeshAsTorch) {
+  testing::OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 6});
+    for (const auto& [in, comm, out] : std::vector<std::tuple<const char*, const char*, const char*>>{
+             {"S(0), P(sum)", "reduce_scatter(tp) x1", "S(0), S(0)"},
+             {"P(sum), S(0)", "reduce_scatter(dp) x1", "S(1), S(0)"},
+             {"P(sum), S(1)", "reduce_scatter(dp) x1", "S(0), S(1)"},
+             {"P(sum), R", "all_reduce(dp) x1", "R, R"}}) {
+      SCOPED_TRACE(in);
+      DTensor x = testing::MakeInput(full, mesh, ParsePlacements(in), false).dt;
+      DTensor y;
+      EXPECT_EQ(CommOf([&] { y = DTensor(Exp(x)); }), comm);
+      EXPECT_EQ(y.placements(), ParsePlacements(out));
+      testing::ExpectClose(y.FullTensor().ToDoubleVector(), Exp(full).ToDoubleVector(), 1e-12, "exp");
+    }
   });
 }
 
