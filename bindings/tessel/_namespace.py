@@ -130,6 +130,8 @@ def sub(input, other, *, alpha=1):
     check_alpha_of(input, other, alpha)
     if alpha == 1:
         return input - other
+    if _distributed(input) or _distributed(other):  # linear, as add's
+        return input - other * alpha
     fused = _plain_fused_add(input, other, -alpha)
     return fused if fused is not None else _scaled_add(input, other, -alpha)
 

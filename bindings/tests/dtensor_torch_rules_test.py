@@ -392,7 +392,7 @@ def test_add_with_alpha_keeps_a_partial_operand_partial_and_where_reduces_it_as_
         p = DTensor.from_local(tessel.arange(4.0) * (rank + 1), mesh, [Partial()])  # the sum: 3 * arange
         out = []
         for op in (lambda: tessel.add(r, p, alpha=2), lambda: p.add(r, alpha=0.5),
-                   lambda: tessel.where(r > 1, p, r)):
+                   lambda: tessel.where(r > 1, p, r), lambda: tessel.sub(r, p, alpha=2)):
             mode = CommDebugMode()
             with mode:
                 y = op()
@@ -402,7 +402,7 @@ def test_add_with_alpha_keeps_a_partial_operand_partial_and_where_reduces_it_as_
     # torch 2.15: add.Tensor is linear (R + 2 * P: Partial(sum), the Replicate one partitioned, no collective);
     # where has no Partial rule (one all_reduce)
     expected = [((Partial(),), 0, approx([0.0, 7.0, 14.0, 21.0])), ((Partial(),), 0, approx([0.0, 3.5, 7.0, 10.5])),
-                ((Replicate(),), 1, approx([0.0, 1.0, 6.0, 9.0]))]
+                ((Replicate(),), 1, approx([0.0, 1.0, 6.0, 9.0])), ((Partial(),), 0, approx([0.0, -5.0, -10.0, -15.0]))]
     assert on_ranks(fn) == {0: expected, 1: expected}
 
 
