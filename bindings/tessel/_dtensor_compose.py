@@ -140,17 +140,25 @@ def _lead(args):
 
 
 def aligned_args(args):
-    """aligned's arguments: each DTensor's Partial mesh dims reduced (Replicate), and the DTensors of the lead's
-    shape (_lead) on its placements, each moved by one redistribute."""
+    """aligned's arguments: the DTensors of the lead's shape (_lead) on its placements with its Partial mesh dims
+    reduced as torch's pointwise strategies reduce them (_reduce_partials), the others' Partial mesh dims
+    all-reduced; each moved by one redistribute."""
     lead = _lead(args)
     if lead is None:
         return args
-    from .distributed.tensor import Replicate
+    from .distributed.tensor import Partial, Replicate
 
     def reduced(placements):
         return tuple(Replicate() if p.is_partial() else p for p in placements)
 
-    target = reduced(lead.placements)
+    dts = [a for a in args if isinstance(a, _Tensor) and a.is_distributed]
+    same = [a for a in dts if tuple(a.shape) == tuple(lead.shape) and a.device_mesh == lead.device_mesh]
+    any_shard = any(p.is_shard() for a in dts for p in a.placements)
+    # a mesh dim the lead replicates where another operand is Partial: that one is reduced as the lead's own
+    # Partial would be (the lead's copy is sliced for free to match a reduce-scatter)
+    target = [p if not p.is_replicate() or not any(a.placements[m].is_partial() for a in same) else Partial()
+              for m, p in enumerate(lead.placements)]
+    target = tuple(_reduce_partials(target, lead.shape, lead.device_mesh, any_shard))
     out = []
     for a in args:
         if isinstance(a, _Tensor) and a.is_distributed:
@@ -191,6 +199,31 @@ def gathered_along(x, dim):
     return x if want == tuple(x.placements) else x.redistribute(x.device_mesh, want)
 
 
+def _reduce_partials(want, shape, mesh, any_shard, excluded=()):
+    """want (a placement list) with each Partial mesh dim reduced as torch 2.15's single-dim strategies reduce
+    one: reduce-scattered onto the lowest tensor dim (not in excluded) that no mesh dim to its right shards and
+    that has a piece for every rank, when some operand is sharded (torch fills its Shard options only then);
+    all-reduced (Replicate) otherwise."""
+    from .distributed.tensor import Replicate, Shard
+    ndim = len(shape)
+    for a, p in enumerate(want):
+        if not p.is_partial():
+            continue
+        want[a] = Replicate()
+        if not any_shard:
+            continue
+        right = {q.dim % ndim for q in want[a + 1:] if q.is_shard()}
+        for d in range(ndim):
+            shards = mesh.size(a)
+            for b, q in enumerate(want):
+                if b != a and q.is_shard() and q.dim % ndim == d:
+                    shards *= mesh.size(b)
+            if d not in excluded and d not in right and shape[d] >= shards:
+                want[a] = Shard(d)
+                break
+    return want
+
+
 def for_nonlinear_reduction(x, dims):
     """x, or a DTensor laid out as torch's single-dim strategy for a non-linear reduction over dims (var, std:
     _reduction_single_dim_strategy with reduction_linear=False) takes it: a mesh dim sharding a reduced dim is
@@ -199,28 +232,16 @@ def for_nonlinear_reduction(x, dims):
     split on that kept dim too (its chunk shrinks the gather); kept dims stay sharded."""
     if not x.is_distributed or x.ndim == 0:
         return x
-    from .distributed.tensor import Replicate, Shard
+    from .distributed.tensor import Partial, Replicate
     reduced = {d % x.ndim for d in dims}
     mesh, current = x.device_mesh, tuple(x.placements)
     want = [Replicate() if p.is_shard() and p.dim % x.ndim in reduced else p for p in current]
     gathered = [a for a, p in enumerate(current) if p.is_shard() and p.dim % x.ndim in reduced]
-    for a, p in enumerate(current):
-        # a Partial, or a Replicate right of a gathered mesh dim: torch's planner chunks that one first, so the
-        # gather moves fewer bytes
-        if not (p.is_partial() or (p.is_replicate() and gathered and gathered[0] < a)):
-            continue
-        want[a] = Replicate()
-        if not any(q.is_shard() for q in current):
-            continue
-        right = {q.dim % x.ndim for q in want[a + 1:] if q.is_shard()}
-        for d in range(x.ndim):
-            shards = mesh.size(a)
-            for b, q in enumerate(want):
-                if b != a and q.is_shard() and q.dim % x.ndim == d:
-                    shards *= mesh.size(b)
-            if d not in reduced and d not in right and x.shape[d] >= shards:
-                want[a] = Shard(d)
-                break
+    # a Replicate mesh dim right of a gathered one: torch's planner chunks that one first, so the gather moves
+    # fewer bytes; marked Partial here to take the same choice of dim
+    marked = [Partial() if current[a].is_replicate() and gathered and gathered[0] < a else p
+              for a, p in enumerate(want)]
+    want = _reduce_partials(marked, x.shape, mesh, any(q.is_shard() for q in current), excluded=reduced)
     want = tuple(want)
     return x if want == current else x.redistribute(mesh, want)
 

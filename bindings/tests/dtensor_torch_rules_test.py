@@ -5,6 +5,7 @@ gathers along a sharded dim (sort, topk, flip, roll, indexing, index_select, kth
 Replicate, one-element and shape-only plain tensors next to DTensors, redistribute(async_op=True)'s wait(),
 CommDebugMode's keys for distribute_tensor / from_local / barrier, DTensor._version / device_mesh identity /
 _spec, and compute_local_shape_and_global_offset."""
+import math
 import re
 import sys
 import warnings
@@ -404,6 +405,34 @@ def test_add_with_alpha_keeps_a_partial_operand_partial_and_where_reduces_it_as_
     expected = [((Partial(),), 0, approx([0.0, 7.0, 14.0, 21.0])), ((Partial(),), 0, approx([0.0, 3.5, 7.0, 10.5])),
                 ((Replicate(),), 1, approx([0.0, 1.0, 6.0, 9.0])), ((Partial(),), 0, approx([0.0, -5.0, -10.0, -15.0]))]
     assert on_ranks(fn) == {0: expected, 1: expected}
+
+
+def test_composed_maximum_and_atan2_reduce_scatter_a_partial_on_a_two_dim_mesh_as_torchs():
+    def fn(rank):
+        from tessel.distributed.tensor.debug import CommDebugMode
+        mesh = init_device_mesh("cpu", (2, 2))
+        full = tessel.arange(32.0).reshape(4, 8) * 0.25 - 3.0
+        x = distribute_tensor(full, mesh, [Replicate(), Shard(0)])
+        keep = 1.0 if mesh.get_coordinate()[0] == 0 else 0.0  # the value on dp coordinate 0, zeros on the other
+        y = DTensor.from_local(distribute_tensor(full.flip(1), mesh, [Replicate(), Shard(0)]).to_local() * keep,
+                               mesh, [Partial(), Shard(0)])
+        out = []
+        for op in (tessel.maximum, tessel.atan2):
+            mode = CommDebugMode()
+            with mode:
+                z = op(x, y)
+            out.append((tuple(z.placements), mode.get_total_counts(), z.full_tensor().reshape(-1).tolist()))
+        return out
+
+    # torch 2.15: the Partial mesh dim is reduce-scattered onto dim 1 (dim 0 is sharded to its right), the
+    # Replicate operand sliced to match: (Shard(1), Shard(0)), one collective
+    full = [[(8 * r + c) * 0.25 - 3.0 for c in range(8)] for r in range(4)]
+    flipped = [row[::-1] for row in full]
+    want = [max(a, b) for ra, rb in zip(full, flipped) for a, b in zip(ra, rb)]
+    angle = [math.atan2(a, b) for ra, rb in zip(full, flipped) for a, b in zip(ra, rb)]
+    got = ranks(4, fn)
+    for r in range(4):
+        assert got[r] == [((Shard(1), Shard(0)), 1, approx(want)), ((Shard(1), Shard(0)), 1, approx(angle))]
 
 
 if __name__ == "__main__":
