@@ -171,23 +171,24 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
     const int64_t w = mesh.size(a);
     if (p == q) continue;
     if (w > 1 && IsPartial(p) && IsPartial(q)) return std::nullopt;
+    const int64_t piece = static_cast<int64_t>(running);  // this step's local bytes
     int64_t sent = 0;  // R -> S (local chunk) and R -> P (partition) send nothing
     if (IsShard(p) && IsReplicate(q)) {  // all_gather
-      sent = local * (w - 1);
+      sent = piece * (w - 1);
       running *= static_cast<double>(w);
       price.micros += RingMicros(running, w, w - 1);
     } else if (IsShard(p) && IsShard(q)) {  // all_to_all
-      sent = local * (w - 1) / w;
+      sent = piece * (w - 1) / w;
       price.micros += RingMicros(running, w, w - 1) + 1.0;
     } else if (IsShard(p) && IsPartial(q)) {  // all_gather + partition
-      sent = local * (w - 1);
+      sent = piece * (w - 1);
       price.micros += RingMicros(running * static_cast<double>(w), w, w - 1);
       price.pads_a_shard = true;
     } else if (IsPartial(p) && IsReplicate(q)) {  // all_reduce
-      sent = 2 * local * (w - 1) / w;
+      sent = 2 * piece * (w - 1) / w;
       price.micros += RingMicros(running, w, 2 * (w - 1));
     } else if (IsPartial(p) && IsShard(q)) {  // reduce_scatter
-      sent = local * (w - 1) / w;
+      sent = piece * (w - 1) / w;
       price.micros += RingMicros(running, w, w - 1);
       running /= static_cast<double>(w);
     } else if (IsReplicate(p) && IsShard(q)) {

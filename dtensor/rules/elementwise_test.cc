@@ -133,6 +133,22 @@ TEST(ElementwiseRulesTest, EqualCostChoicesFollowPyTorchsOrder) {
   });
 }
 
+// The bytes tie-break counts each step's own piece (a second gather sends the grown piece, a second
+// reduce-scatter the shrunk one): gathering an [S(0), S(1)] operand twice and reduce-scattering a [P, P] one
+// twice cost the same in torch's model and now send the same bytes, so the sharded output comes first, as
+// torch 2.15 picks it; counting the first step's piece for every step had the gathers send half as much.
+TEST(ElementwiseRulesTest, TwoStepMovesCountEachStepsPieceAsTorchTies) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({4, 8}), b_full = Values({4, 8}, DType::kFloat64, 1);
+    DTensor s = DistributeTensor(a_full, mesh, ParsePlacements("S(0), S(1)"));
+    DTensor p = testing::MakeInput(b_full, mesh, ParsePlacements("P(sum), P(sum)"), false).dt;
+    DTensor out;
+    EXPECT_EQ(CommOf([&] { out = DTensor(Mul(s, p)); }), "reduce_scatter(dp) x1, reduce_scatter(tp) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("S(0), S(1)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Mul(a_full, b_full).ToDoubleVector(), 1e-12, "s * p");
+  });
+}
+
 // A Shard is never padded into a Partial to meet another operand (PyTorch prices that move infinite) while
 // any other candidate exists: a bias sharded on its only dim joins a Partial matrix by reduce-scattering the
 // matrix, although padding the small bias moves fewer bytes. An in-place op writing a Partial has no other
