@@ -235,14 +235,12 @@ def for_nonlinear_reduction(x, dims):
     from .distributed.tensor import Partial, Replicate
     reduced = {d % x.ndim for d in dims}
     mesh, current = x.device_mesh, tuple(x.placements)
-    want = [Replicate() if p.is_shard() and p.dim % x.ndim in reduced else p for p in current]
     gathered = [a for a, p in enumerate(current) if p.is_shard() and p.dim % x.ndim in reduced]
     # a Replicate mesh dim right of a gathered one: torch's planner chunks that one first, so the gather moves
     # fewer bytes; marked Partial here to take the same choice of dim
-    marked = [Partial() if current[a].is_replicate() and gathered and gathered[0] < a else p
-              for a, p in enumerate(want)]
-    want = _reduce_partials(marked, x.shape, mesh, any(q.is_shard() for q in current), excluded=reduced)
-    want = tuple(want)
+    want = [Replicate() if a in gathered else Partial() if p.is_replicate() and gathered and gathered[0] < a else p
+            for a, p in enumerate(current)]
+    want = tuple(_reduce_partials(want, x.shape, mesh, any(q.is_shard() for q in current), excluded=reduced))
     return x if want == current else x.redistribute(mesh, want)
 
 

@@ -123,7 +123,7 @@ std::vector<Strategy> MeanRule(const OpCall& call) {
   const Reduction r = ReductionOf(call);
   const std::vector<int64_t> map = ReduceDimMap(r.reduced, r.keepdim);
   std::vector<AxisOption> options{{{Replicate{}}, {Replicate{}}, StrategyKind::kReplicate}};
-  if (std::any_of(x.placements().begin(), x.placements().end(), IsShard)) {
+  if (AnyInputSharded(call)) {
     for (int64_t d = 0; d < x.ndim(); ++d) {
       const size_t u = static_cast<size_t>(d);
       options.push_back({{Shard{d}}, {r.reduced[u] ? Placement{Partial{ReduceOp::kAvg}} : Placement{Shard{map[u]}}}});

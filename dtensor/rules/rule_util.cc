@@ -81,6 +81,7 @@ struct Follow {
   const OpCall& call;
   const Shape& out_shape;
   const std::vector<std::string_view>& rows;
+  bool any_shard;  // AnyInputSharded(call), once per call
 
   int64_t Lead(int j) const {  // how many dims input j lacks on the left of the output
     return static_cast<int64_t>(out_shape.size()) - call.spec(j).ndim();
@@ -90,11 +91,6 @@ struct Follow {
   // sharded (its single-dim expansion offers Shard only then): reduce-scatter it onto the lowest output dim
   // that no mesh axis right of `a` shards and that has a piece for every rank; -1 (all-reduce) when none.
   int64_t ScatterDim(int lead, const ShardingState& lead_state, int a) const {
-    bool any_shard = false;
-    for (int j = 0; j < call.num_inputs(); ++j) {
-      if (!call.defined(j)) continue;
-      for (const Placement& q : call.spec(j).placements()) any_shard = any_shard || IsShard(q);
-    }
     if (!any_shard) return -1;
     const int64_t lead_dims = call.spec(lead).ndim(), offset = Lead(lead);
     for (int64_t od = 0; od < static_cast<int64_t>(out_shape.size()); ++od) {
@@ -113,6 +109,17 @@ struct Follow {
     return -1;
   }
 
+  // Axis `a` shards output dim `od`: every operand that carries that dim whole (not broadcast) shards it too.
+  void ShardOperands(std::vector<std::vector<Placement>>& in, int a, int64_t od) const {
+    for (int j = 0; j < call.num_inputs(); ++j) {
+      if (!call.defined(j)) continue;
+      const int64_t dj = od - Lead(j);
+      if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
+        in[static_cast<size_t>(j)][a] = Shard{dj};
+      }
+    }
+  }
+
   Strategy Build(int lead) const {
     const int n = call.num_inputs(), mesh_ndim = call.mesh_ndim();
     const int64_t out_nd = static_cast<int64_t>(out_shape.size());
@@ -126,13 +133,7 @@ struct Follow {
         const int64_t od = s->dim + Lead(lead);
         if (call.spec(lead).shape()[static_cast<size_t>(s->dim)] != out_shape[static_cast<size_t>(od)]) continue;
         out[a] = Shard{od};
-        for (int j = 0; j < n; ++j) {
-          if (!call.defined(j)) continue;
-          const int64_t dj = od - Lead(j);
-          if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
-            in[static_cast<size_t>(j)][a] = Shard{dj};
-          }
-        }
+        ShardOperands(in, a, od);
       } else if (IsPartial(p)) {
         // The first row for the lead's op whose other Partial inputs keep their op or become Replicate (a
         // pending reduction cannot change its op: P(avg) + P(sum) takes "AAR", all-reducing the P(sum)
@@ -160,13 +161,7 @@ struct Follow {
         } else if (const int64_t od = ScatterDim(lead, lead_state, a); od >= 0) {
           out[a] = Shard{od};
           scattered.emplace_back(od, a);
-          for (int j = 0; j < n; ++j) {
-            if (!call.defined(j)) continue;
-            const int64_t dj = od - Lead(j);
-            if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
-              in[static_cast<size_t>(j)][a] = Shard{dj};
-            }
-          }
+          ShardOperands(in, a, od);
         }
       }
     }
@@ -267,7 +262,7 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
                  ", not to the shape of the tensor written in place; call ", DescribeCall(call));
   }
   const std::vector<std::string_view> rows = Rows(lin, call);
-  const Follow follow{call, out_shape, rows};
+  const Follow follow{call, out_shape, rows, AnyInputSharded(call)};
   std::vector<Strategy> out;
   const int leads = call.op.is_inplace ? 1 : call.num_inputs();
   for (int i = 0; i < leads; ++i) {
@@ -407,18 +402,29 @@ int64_t NestingGatherBytes(const OpCall& call, const Strategy& s) {
     if (!call.defined(i)) continue;
     const DTensorSpec& src = call.spec(i);
     const std::vector<Placement>& dst = s.inputs[static_cast<size_t>(i)]->placements;
+    if (src.placements() == dst) continue;
+    const ShardingState src_state = StateOf(src);
     for (int a = 0; a < call.mesh_ndim(); ++a) {
       const Shard* made = std::get_if<Shard>(&dst[static_cast<size_t>(a)]);
       if (made == nullptr || src.placement(a) == dst[static_cast<size_t>(a)]) continue;
       for (int b = a + 1; b < call.mesh_ndim(); ++b) {
         if (src.placement(b) == Placement{*made} && dst[static_cast<size_t>(b)] == Placement{*made}) {
-          bytes += src.numel() * ElementSize(src.dtype()) / NumShards(StateOf(src), made->dim, call.mesh) *
+          bytes += src.numel() * ElementSize(src.dtype()) / NumShards(src_state, made->dim, call.mesh) *
                    (call.mesh.size(b) - 1);
         }
       }
     }
   }
   return bytes;
+}
+
+bool AnyInputSharded(const OpCall& call) {
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    const std::vector<Placement>& pl = call.spec(i).placements();
+    if (std::any_of(pl.begin(), pl.end(), IsShard)) return true;
+  }
+  return false;
 }
 
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,

@@ -74,7 +74,10 @@ std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<A
 // all-Replicate one) in torch's order, the last mesh axis varying fastest, without pruning; a combination
 // that would split some input dim over more ranks than its size is dropped unless it is the input's current
 // layout. All candidates have one kind, so the cost model's ties go to the earlier one, as torch's min-cost
-// selection. A rule lists its Shard options only when some input is sharded, as torch fills its placeholders.
+// selection. A rule lists its Shard options only when AnyInputSharded, as torch fills its placeholders.
+// Whether some defined input has a Shard on some mesh axis: torch 2.15 offers a single-dim strategy's Shard
+// options (fills its placeholders) only then.
+bool AnyInputSharded(const OpCall& call);
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                         const std::vector<std::optional<Shape>>& out_shapes);
 
