@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/shape.h"
 #include "dtensor/device_mesh.h"
+#include "dtensor/dispatch.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/layout.h"
@@ -563,6 +565,24 @@ void BindDTensor(py::module_& m) {
          py::arg("async_op") = false, py::arg("forward_dtype") = py::none(), py::arg("backward_dtype") = py::none(),
          "Differentiable; collective over the mesh. As torch: device_mesh defaults to the tensor's own; placements "
          "are required; a Partial target only from Shard to Partial(sum)");
+  // PyTorch's cost model of moving a DTensor to `placements` (mesh order), in microseconds; inf where torch's model
+  // forbids the move (a Partial changing its reduce op, a Shard padded into a Partial). register_sharding's choice.
+  m.def("_dtensor_redistribute_cost", [](const Tensor& x, const py::sequence& given) {
+    const dtensor::DTensor d(x);
+    ParsedPlacements p = ParsePlacements(given, d.mesh(), x.dim());
+    TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, static_cast<int>(p.placements.size()) == d.mesh().ndim(),
+                      "_dtensor_redistribute_cost: ", p.placements.size(), " placements for a mesh of ",
+                      d.mesh().ndim(), " dims");
+    dtensor::ShardingState want{p.placements, p.order.value_or(dtensor::DefaultShardOrder(p.placements, x.dim()))};
+    const std::optional<double> micros = dtensor::RedistributeMicros(d.spec(), want);
+    return micros.value_or(std::numeric_limits<double>::infinity());
+  }, py::arg("dtensor"), py::arg("placements"));
+  // The global shape the ranks' `local` pieces form under `placements` (collective: one small all_gather per mesh
+  // axis; the same error on every rank when the pieces do not fit). register_sharding's outputs.
+  m.def("_dtensor_global_shape", [](const Tensor& local, const dtensor::DeviceMesh& mesh,
+                                    std::vector<dtensor::Placement> placements) {
+    return NoGil([&] { return dtensor::GlobalShapeOfLocals(local, mesh, std::move(placements)); });
+  }, py::arg("local"), py::arg("device_mesh"), py::arg("placements"));
   // Every rank's box of the global tensor (visualize_sharding): [(rank, coordinate, [(offset, length), ...])].
   m.def("_rank_regions", [](const Tensor& x) {
     py::list out;

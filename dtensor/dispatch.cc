@@ -119,7 +119,8 @@ Prepared Prepare(const OpDef& op, std::span<const Tensor> raw) {
 // some axis: a full-size buffer, zeros but the shard, which PyTorch's cost model prices infinite, so it happens
 // only when every candidate needs one (an in-place op writing a Partial from a Shard): P(sum) + S(0)
 // reduce-scatters the Partial instead of padding the Shard.
-// `micros` is PyTorch's estimate of the moves' time and `bytes` what they send (PriceMove).
+// `micros` is PyTorch's estimate of the moves' time (RedistributeMicros: torch's model over its greedy redistribute
+// steps; PriceMove's mesh-order estimate where that is infinite, a padded Shard) and `bytes` what they send.
 struct Cost {
   int padded = 0;
   double micros = 0;
@@ -136,7 +137,8 @@ struct Cost {
 // What moving one input from `src` to `dst` costs, in one pass over the mesh axes:
 //   * bytes: what this rank sends (a ShardingDecision reports it; a tie-break after the time);
 //   * micros: PyTorch's cost model of the move (torch/distributed/tensor/_collective_utils.py, redistribute_cost),
-//     so equal inputs choose as torch's DTensor chooses at every size. A ring collective over w ranks costs a
+//     with the axes in mesh order: the stand-in where RedistributeMicros (torch's step order) does not apply, a
+//     Shard padded into a Partial or a shard order other than the default. A ring collective over w ranks costs a
 //     fixed 6.6 µs, 0.6 µs per hop (w - 1 hops; an all_reduce 2 (w - 1)) and its bytes' share (hops / w) at
 //     87.7 GB/s; a Shard -> Shard move is an all_gather of the shard plus 1 µs, which makes small tensors gather
 //     rather than all-to-all, as torch's do. Axes are taken in mesh order, the bytes growing by w after an
@@ -220,7 +222,8 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     const std::optional<MovePrice> price = PriceMove(spec, *want);
     if (!price) return std::nullopt;
     cost.bytes += price->bytes;
-    cost.micros += price->micros;
+    const std::optional<double> torch_micros = RedistributeMicros(spec, *want);  // nullopt: a padded Shard
+    cost.micros += torch_micros ? *torch_micros : price->micros;
     cost.padded += price->pads_a_shard;
     ++cost.moved;
   }
@@ -421,6 +424,78 @@ TensorList RunElementwise(const OpCall& call) {
 std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingState& dst) {
   const std::optional<MovePrice> price = PriceMove(src, dst);
   return price ? std::optional<int64_t>(price->bytes) : std::nullopt;
+}
+
+// torch's redistribute_cost (_collective_utils.py) over the steps of its greedy planner
+// (generate_greedy_transform_infos in _redistribute.py): on a mesh of several dims with a sharded source, the dims
+// from last to first (a dim whose target Shard would nest differently from its source's is made Replicate first),
+// then first to last for what is left. Each step is priced by _compute_placement_transition_cost, the bytes carried
+// from step to step: a local chunk before a gather shrinks what the gather sends. A shard order other than the
+// default on either side (torch plans those with its graph search) is priced by PriceMove's mesh-order estimate.
+std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst) {
+  if (src.placements() == dst.placements && src.shard_order() == dst.order) return 0.0;
+  if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) return 0.0;
+  const MeshTopology& mesh = src.mesh();
+  const int n = mesh.ndim();
+  const auto ndim = static_cast<int64_t>(src.shape().size());
+  if (src.shard_order() != DefaultShardOrder(src.placements(), ndim) ||
+      dst.order != DefaultShardOrder(dst.placements, ndim)) {
+    const std::optional<MovePrice> price = PriceMove(src, dst);
+    if (!price || price->pads_a_shard) return std::nullopt;
+    return price->micros;
+  }
+  int64_t shards = 1;
+  for (int a = 0; a < n; ++a) {
+    if (IsShard(src.placement(a))) shards *= mesh.size(a);
+  }
+  double bytes = static_cast<double>(src.numel() * ElementSize(src.dtype())) / static_cast<double>(shards);
+  double micros = 0;
+  const auto step = [&](int a, const Placement& p, const Placement& q) -> bool {  // false: infinite
+    const int64_t w = mesh.size(a);
+    if (p == q) return true;
+    if (IsShard(p) && IsReplicate(q)) {
+      bytes *= static_cast<double>(w);
+      micros += RingMicros(bytes, w, w - 1);
+    } else if (IsShard(p) && IsShard(q)) {
+      micros += RingMicros(bytes, w, w - 1) + 1.0;
+    } else if (IsPartial(p) && IsReplicate(q)) {
+      micros += RingMicros(bytes, w, 2 * (w - 1));
+    } else if (IsPartial(p) && IsShard(q)) {
+      micros += RingMicros(bytes, w, w - 1);
+      bytes /= static_cast<double>(w);
+    } else if (IsShard(p) || IsPartial(p)) {  // Shard -> Partial, Partial -> another Partial
+      return false;
+    } else if (IsShard(q)) {
+      bytes /= static_cast<double>(w);
+    }
+    return true;
+  };
+  std::vector<Placement> cur = src.placements();
+  const std::vector<Placement>& want = dst.placements;
+  const auto shards_of = [&](const std::vector<Placement>& pl, int64_t dim, int below) {
+    std::vector<int> axes;
+    for (int i = 0; i < below; ++i) {
+      if (const Shard* s = std::get_if<Shard>(&pl[static_cast<size_t>(i)]); s != nullptr && s->dim == dim) {
+        axes.push_back(i);
+      }
+    }
+    return axes;
+  };
+  if (n > 1 && shards > 1) {
+    for (int a = n - 1; a >= 0; --a) {
+      Placement target = want[static_cast<size_t>(a)];
+      if (const Shard* s = std::get_if<Shard>(&target);
+          s != nullptr && shards_of(cur, s->dim, a) != shards_of(want, s->dim, a)) {
+        target = Replicate{};
+      }
+      if (!step(a, cur[static_cast<size_t>(a)], target)) return std::nullopt;
+      cur[static_cast<size_t>(a)] = target;
+    }
+  }
+  for (int a = 0; a < n; ++a) {
+    if (!step(a, cur[static_cast<size_t>(a)], want[static_cast<size_t>(a)])) return std::nullopt;
+  }
+  return micros;
 }
 
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {

@@ -15,7 +15,8 @@
 //     under ImplicitReplicationGuard (below), where one that does not require grad is Replicate.
 //   * All DTensor inputs must live on one mesh (kInvalidArgument naming both meshes).
 //   * Strategy choice: fewest Shards padded into Partials, then cheapest by PyTorch's cost model (a latency
-//     per collective, an all-to-all penalty, bytes at 87.7 GB/s: PriceMove in dispatch.cc), then by bytes
+//     per collective, an all-to-all penalty, bytes at 87.7 GB/s, over torch's greedy redistribute steps:
+//     RedistributeMicros), then by bytes
 //     moved, by number of inputs that change layout, by an ordered table of strategy kinds (TieBreakRank),
 //     then by rule order.
 //   * Inputs move with the redistribute executor, under grad mode off: autograd (above Dispatch) records
@@ -73,5 +74,10 @@ ShardingDecision PropagateSharding(const OpDef& op, std::span<const Tensor> inpu
 // choice, and its tie-break after the time estimate); nullopt when the transition is illegal
 // (Partial(op1) -> Partial(op2)).
 std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingState& dst);
+
+// PyTorch's estimate of that move in microseconds (torch/distributed/tensor/_collective_utils.py, redistribute_cost:
+// the model the strategy choice prices moves with); nullopt where torch's model is infinite: a Partial changing its
+// reduce op, or a Shard padded into a Partial. Python's register_sharding chooses among a user's strategies with it.
+std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst);
 
 }  // namespace tessel::dtensor

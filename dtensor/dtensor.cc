@@ -227,6 +227,12 @@ Tensor BroadcastReplicas(const Tensor& local, const DeviceMesh& mesh, const std:
 
 }  // namespace
 
+Shape GlobalShapeOfLocals(const Tensor& local, const DeviceMesh& mesh, std::vector<Placement> placements) {
+  TESSEL_CHECK(local.defined() && !local.is_distributed(), "GlobalShapeOfLocals: expected a dense local tensor");
+  placements = NormalizePlacements(std::move(placements), local.dim());
+  return CheckLocalShapes(local, mesh, placements, FromLocalOptions{});
+}
+
 DTensor::DTensor(Tensor t) : tensor_(std::move(t)) { GetDTensorImpl(tensor_, "DTensor"); }
 
 const DTensorSpec& DTensor::spec() const { return GetDTensorImpl(tensor_, "DTensor::spec").spec(); }

@@ -128,4 +128,9 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 DTensor DistributeTensor(const Tensor& tensor, const DeviceMesh& mesh, std::vector<Placement> placements,
                          const DistributeOptions& options = {});
 
+// The global shape of the DTensor whose local pieces the ranks hold as `local` under `placements` (default shard
+// order): FromLocal's run_check derivation, without its replica broadcast. Collective (one small all_gather per
+// mesh axis); every rank raises the same kInvalidArgument when the local shapes do not fit the placements.
+Shape GlobalShapeOfLocals(const Tensor& local, const DeviceMesh& mesh, std::vector<Placement> placements);
+
 }  // namespace tessel::dtensor

@@ -51,6 +51,7 @@ class CustomOpDef:
         self._abstract_fn = None
         self._backward_fn = self._setup_context_fn = None
         self._function = None
+        self._sharding_fn = None  # tessel.distributed.tensor.experimental.register_sharding's strategies
         if fn is not None:
             functools.update_wrapper(self, fn)
         ns = getattr(_ops, self._namespace, None)
@@ -74,9 +75,17 @@ class CustomOpDef:
                                       "register_kernel)" % self._qualname)
         return fn
 
+    def _run(self, *args, **kwargs):
+        """The kernel on these arguments; on DTensors through the strategies register_sharding gave the op."""
+        if self._sharding_fn is not None:
+            from .distributed.tensor.experimental import _register_sharding
+            if _register_sharding.has_dtensor(args, kwargs):
+                return _register_sharding.sharded_call(self, args, kwargs)
+        return self._kernel()(*args, **kwargs)
+
     def __call__(self, *args, **kwargs):
         if self._backward_fn is None:
-            return self._kernel()(*args, **kwargs)
+            return self._run(*args, **kwargs)
         if kwargs:  # the autograd node takes its inputs by position: bind keywords to the signature
             bound = inspect.signature(self._kernel()).bind(*args, **kwargs)
             bound.apply_defaults()
@@ -93,7 +102,7 @@ class CustomOpDef:
                 @staticmethod
                 def forward(*args):
                     with _C._GradMode(False):
-                        return op._kernel()(*args)
+                        return op._run(*args)
 
                 @staticmethod
                 def setup_context(ctx, inputs, output):

@@ -149,6 +149,23 @@ TEST(ElementwiseRulesTest, TwoStepMovesCountEachStepsPieceAsTorchTies) {
   });
 }
 
+// Candidates are priced as torch's redistribute_cost prices them: over its greedy planner's steps, the mesh dims from
+// last to first for a sharded source (generate_greedy_transform_infos), so a move that gathers on dim 0 after a
+// local chunk on dim 1 sends half the bytes. Expected placements are torch 2.15's (the placement sweep,
+// tools/dev/dtensor_placements); priced with the dims in mesh order, [S(0), S(1)] had won.
+TEST(ElementwiseRulesTest, MovesArePricedInTorchsGreedyStepOrder) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({4, 8}), b_full = Values({4, 8}, DType::kFloat64, 1);
+    DTensor p = testing::MakeInput(a_full, mesh, ParsePlacements("P(sum), S(0)"), false).dt;
+    DTensor s = DistributeTensor(b_full, mesh, ParsePlacements("S(0), S(1)"));
+    DTensor out;
+    // s moves [S(0), S(1)] -> [R, S(0)]: dim 0 gathered over dp, then tp all-to-alls dim 1 into dim 0
+    EXPECT_EQ(CommOf([&] { out = DTensor(Mul(p, s)); }), "all_gather(dp) x1, all_to_all(tp) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("P(sum), S(0)"));  // was [S(0), S(1)]
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Mul(a_full, b_full).ToDoubleVector(), 1e-12, "p * s");
+  });
+}
+
 // A Shard is never padded into a Partial to meet another operand (PyTorch prices that move infinite) while
 // any other candidate exists: a bias sharded on its only dim joins a Partial matrix by reduce-scattering the
 // matrix, although padding the small bias moves fewer bytes. An in-place op writing a Partial has no other

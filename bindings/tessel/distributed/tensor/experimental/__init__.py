@@ -1,7 +1,7 @@
 """torch.distributed.tensor.experimental: implicit_replication (plain tensors that do not require grad, next
 to DTensors, are taken as Replicate on their mesh instead of raising; per thread), and context parallelism
-(context_parallel, context_parallel_unshard, set_rotate_method: _context_parallel.py), and local_map
-(_func_map.py)."""
+(context_parallel, context_parallel_unshard, set_rotate_method: _context_parallel.py), local_map
+(_func_map.py), and register_sharding for custom ops (_register_sharding.py)."""
 import contextlib
 
 from .... import _C
@@ -19,3 +19,4 @@ def implicit_replication():
 
 from ._context_parallel import context_parallel, context_parallel_unshard, set_rotate_method  # noqa: E402,F401
 from ._func_map import local_map  # noqa: E402,F401
+from ._register_sharding import register_sharding  # noqa: E402,F401
