@@ -227,6 +227,11 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     cost.padded += price->pads_a_shard;
     ++cost.moved;
   }
+  if (s.torch_ties) {
+    cost.bytes = 0;
+    cost.rank = 0;
+    if (cost.micros > 0) cost.moved = 0;
+  }
   return cost;
 }
 

@@ -99,6 +99,10 @@ struct Strategy {
   // op, dtype, device) instead of one per input: a multi-tensor op's Partial gradients (PyTorch's DDP
   // buckets / coalesced collectives). Same values; fewer rendezvous.
   bool coalesce_all_reduces = false;
+  // Candidates of equal time go to the rule's order, as torch's strategy choice takes the first of the cheapest
+  // (one that moves nothing still beats one that moves for free): no tie-break by bytes or kind. Set by rules
+  // that list their candidates in torch's order (matmul, linear).
+  bool torch_ties = false;
 };
 
 // What local_attrs / local_fn see once the inputs have been redistributed.

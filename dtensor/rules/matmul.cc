@@ -144,7 +144,21 @@ std::vector<Option> AxisOptions(const OpCall& call, const Product& p, int axis, 
   const int n = p.num_operands;
   std::vector<Option> all;
   all.push_back({std::vector<Placement>(n, Replicate{}), Replicate{}, StrategyKind::kReplicate});
+  // torch's single-dim order (gen_single_dim_einsum_strategies): batch dims, then contracted, then free dims.
+  std::vector<const Label*> ordered;
   for (const Label& l : p.labels) {
+    if (l.out_dim >= 0 && l.operand_dims.size() > 1 && l.operand_dims[0] >= 0 && l.operand_dims[1] >= 0) {
+      ordered.push_back(&l);
+    }
+  }
+  for (const Label& l : p.labels) {
+    if (l.out_dim < 0) ordered.push_back(&l);
+  }
+  for (const Label& l : p.labels) {
+    if (std::find(ordered.begin(), ordered.end(), &l) == ordered.end()) ordered.push_back(&l);
+  }
+  for (const Label* lp : ordered) {
+    const Label& l = *lp;
     if (l.size < 2) continue;
     Option o{std::vector<Placement>(n, Replicate{}), Replicate{}, l.kind};
     for (int i = 0; i < n; ++i) {
@@ -162,15 +176,27 @@ std::vector<Option> AxisOptions(const OpCall& call, const Product& p, int axis, 
       all.push_back(std::move(o));
     }
   }
+  // Also kept, when some operand is sharded or Partial anywhere: an option every operand reaches for free on this
+  // axis (it has it already, or is Replicate there: a local chunk or a partition). torch offers it like every
+  // other, and it can win: in torch's step order its chunk runs before another operand's gather on an earlier
+  // axis and halves what that gather sends (RedistributeMicros). With every operand replicated everywhere the
+  // move-free all-Replicate candidate wins anyway, and those calls keep the short list.
+  bool placed = false;
+  for (int i = 0; i < n && !placed; ++i) {
+    if (!call.defined(i)) continue;
+    const std::vector<Placement>& pl = call.spec(i).placements();
+    placed = !std::all_of(pl.begin(), pl.end(), IsReplicate);
+  }
   std::vector<Option> kept;
   for (Option& o : all) {
-    bool matches = o.kind == StrategyKind::kReplicate;
+    bool matches = o.kind == StrategyKind::kReplicate, free = placed;
     for (int i = 0; i < n && !matches; ++i) {
       if (!call.defined(i)) continue;
       const Placement& cur = call.spec(i).placement(axis);
       matches = !IsReplicate(cur) && o.operands[static_cast<size_t>(i)] == cur;
+      free = free && (IsReplicate(cur) || o.operands[static_cast<size_t>(i)] == cur);
     }
-    if (matches) kept.push_back(std::move(o));
+    if (matches || free) kept.push_back(std::move(o));
   }
   return kept;
 }
@@ -178,6 +204,7 @@ std::vector<Option> AxisOptions(const OpCall& call, const Product& p, int axis, 
 // Orders: an operand whose placements do not change keeps its own order; output dims take it over.
 Strategy Assemble(const OpCall& call, const Product& p, const std::vector<const Option*>& choice) {
   Strategy s;
+  s.torch_ties = true;
   int64_t contract = 0, partial = 0, shard = 0;
   std::vector<Placement> out;
   for (const Option* o : choice) {
@@ -246,9 +273,10 @@ std::vector<Strategy> Enumerate(const OpCall& call, const Product& p, bool linea
     std::vector<const Option*> choice;
     for (size_t a = 0; a < per_axis.size(); ++a) choice.push_back(&per_axis[a][idx[a]]);
     out.push_back(Assemble(call, p, choice));
-    size_t a = 0;
-    while (a < idx.size() && ++idx[a] == per_axis[a].size()) idx[a++] = 0;
-    if (a == idx.size()) break;
+    // mesh axis 0 outermost, as itertools.product over torch's per-axis lists (the first of equal cost wins)
+    size_t a = idx.size();
+    while (a > 0 && ++idx[a - 1] == per_axis[a - 1].size()) idx[--a] = 0;
+    if (a == 0) break;
   }
   return out;
 }

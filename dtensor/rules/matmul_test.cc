@@ -124,6 +124,28 @@ TEST(MatmulRulesTest, TwoDimMeshMatmulMatchesDense) {
   });
 }
 
+// The per-axis options torch lists, priced and tied as torch's: an option every operand reaches for free on an
+// axis is offered too, candidates run mesh axis 0 outermost, and equal times go to that order. Expected
+// placements are torch 2.15's (tools/dev/dtensor_placements); before, x @ w gave [S(0), R] and bmm [S(0), S(0)].
+TEST(MatmulRulesTest, OptionsOrderAndTiesAreTorchs) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor x_full = Values({4, 8}), w_full = Values({8, 4}, DType::kFloat64, 1);
+    DTensor x = DistributeTensor(x_full, mesh, ParsePlacements("S(0), R"));
+    DTensor w = DistributeTensor(w_full, mesh, ParsePlacements("S(0), R"));
+    DTensor out;
+    // w: a local chunk on tp (dim 1, free) first, then the gather of dim 0 over dp sends half the bytes
+    EXPECT_EQ(CommOf([&] { out = DTensor(Matmul(x, w)); }), "all_gather(dp) x1");
+    EXPECT_EQ(out.placements(), ParsePlacements("S(0), S(1)"));
+    testing::ExpectClose(out.FullTensor().ToDoubleVector(), Matmul(x_full, w_full).ToDoubleVector(), 1e-12, "x @ w");
+    const Tensor a_full = Values({4, 4, 8}), b_full = Values({4, 8, 4}, DType::kFloat64, 1);
+    DTensor a = DistributeTensor(a_full, mesh, ParsePlacements("S(0), R"));
+    DTensor b = DistributeTensor(b_full, mesh, ParsePlacements("S(1), S(0)"));
+    DTensor c(Matmul(a, b));
+    EXPECT_EQ(c.placements(), ParsePlacements("P(sum), S(0)"));
+    testing::ExpectClose(c.FullTensor().ToDoubleVector(), Matmul(a_full, b_full).ToDoubleVector(), 1e-12, "bmm");
+  });
+}
+
 TEST(MatmulRulesTest, MismatchedShapesRaiseNamingGlobalShapesPlacementsMeshAndRank) {
   OnMesh1D(2, [](const DeviceMesh& mesh) {
     DTensor a = DistributeTensor(Values({4, 6}), mesh, ParsePlacements("S(1)"));
