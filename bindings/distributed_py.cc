@@ -577,6 +577,13 @@ void BindDTensor(py::module_& m) {
     const std::optional<double> micros = dtensor::RedistributeMicros(d.spec(), want);
     return micros.value_or(std::numeric_limits<double>::infinity());
   }, py::arg("dtensor"), py::arg("placements"));
+  // A strategy's input move (register_sharding): any target, Replicate -> Partial included (the public
+  // redistribute refuses it, as torch's; torch's own strategies make it). Differentiable.
+  m.def("_dtensor_redistribute_for_strategy", [](const Tensor& x, const py::sequence& given) {
+    const dtensor::DTensor d(x);
+    const ParsedPlacements parsed = ParsePlacements(given, d.mesh(), x.dim());
+    return NoGil([&] { return d.Redistribute(d.mesh(), parsed.placements, parsed.order, {}).tensor(); });
+  }, py::arg("dtensor"), py::arg("placements"));
   // The global shape the ranks' `local` pieces form under `placements` (collective: one small all_gather per mesh
   // axis; the same error on every rank when the pieces do not fit). register_sharding's outputs.
   m.def("_dtensor_global_shape", [](const Tensor& local, const dtensor::DeviceMesh& mesh,

@@ -178,9 +178,21 @@ def _lower_under_autocast(*tensors):
                                                                         _dtypes.float16) else t for t in tensors)
 
 
+def _on_dtensors(name, input, mat1, mat2, dense):
+    """The addmm family on DTensor matrices: one op placed as torch's (distributed/tensor/_matrix_ops.py), the
+    dense function on the local pieces; None when no matrix is a DTensor (or input is a number)."""
+    if not (isinstance(input, Tensor) and (mat1.is_distributed or mat2.is_distributed or input.is_distributed)):
+        return None
+    from .distributed.tensor import _matrix_ops
+    return _matrix_ops.addmm(name, input, mat1, mat2, dense)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta·input + alpha·(mat1 @ mat2)."""
     input, mat1, mat2 = _lower_under_autocast(input, mat1, mat2)
+    placed = _on_dtensors("addmm", input, mat1, mat2, lambda i, a, b: addmm(i, a, b, beta=beta, alpha=alpha))
+    if placed is not None:
+        return placed
     if isinstance(input, Tensor) and mat1.dtype in _dtypes.REDUCED and input.dtype == mat1.dtype == mat2.dtype:
         # torch's kernel adds the bias to the float32 accumulator and rounds once (the product was rounded first)
         wide = _autocast_off(addmm)(input.float(), mat1.float(), mat2.float(), beta=beta, alpha=alpha)
@@ -201,6 +213,10 @@ def alpha_scaled(prod, alpha):
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta·input + alpha·(batch1 @ batch2), batched; alpha == 0 still multiplies (torch's batched kernel does:
     an inf or NaN in the batches gives NaN there, where addmm's BLAS call leaves them out)."""
+    placed = _on_dtensors("baddbmm", input, batch1, batch2,
+                          lambda i, a, b: baddbmm(i, a, b, beta=beta, alpha=alpha))
+    if placed is not None:
+        return placed
     if alpha != 0:
         return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
     prod = batch1.matmul(batch2) * 0.0

@@ -435,5 +435,56 @@ def test_composed_maximum_and_atan2_reduce_scatter_a_partial_on_a_two_dim_mesh_a
         assert got[r] == [((Shard(1), Shard(0)), 1, approx(want)), ((Shard(1), Shard(0)), 1, approx(angle))]
 
 
+def _placed(full, mesh, placements):
+    """A DTensor of `full`: Shard / Replicate as distribute_tensor cuts it; a Partial(sum) axis holds the value on
+    its coordinate 0 and zeros on the others."""
+    base = [Replicate() if p.is_partial() else p for p in placements]
+    local = distribute_tensor(full, mesh, base).to_local()
+    if any(p.is_partial() and mesh.get_coordinate()[a] != 0 for a, p in enumerate(placements)):
+        local = local * 0.0
+    return DTensor.from_local(local, mesh, placements, shape=full.shape, stride=full.stride())
+
+
+def test_addmm_and_baddbmm_place_the_bias_with_the_product_as_torchs_single_op():
+    # (mesh shape, op, input placements of (bias, mat1, mat2)) -> the output placements torch 2.15 prints for
+    # the sweep's shapes (tools/dev/dtensor_placements): addmm (4,) + (4, 8) @ (8, 4), baddbmm (4, 4, 4) +
+    # (4, 4, 8) @ (4, 8, 4). Tessel ran a product, then the add, and gave the second column.
+    cases = [((2,), "baddbmm", ([Shard(0)], [Shard(1)], [Shard(1)]), (Shard(1),)),  # was (S(0),)
+             ((2,), "baddbmm", ([Shard(2)], [Shard(0)], [Replicate()]), (Shard(2),)),  # was (S(0),)
+             ((2,), "baddbmm", ([Partial()], [Shard(0)], [Partial()]), (Partial(),)),  # was (S(0),)
+             ((2, 2), "addmm", ([Replicate(), Shard(0)], [Shard(0), Shard(1)], [Replicate(), Replicate()]),
+              (Shard(0), Shard(1))),  # was (R, S(1))
+             ((2, 2), "addmm", ([Shard(0), Replicate()], [Shard(1), Shard(0)], [Replicate(), Replicate()]),
+              (Shard(1), Shard(0))),  # was (S(1), R)
+             ((2, 2), "baddbmm", ([Replicate(), Shard(0)], [Shard(0), Replicate()], [Shard(0), Shard(1)]),
+              (Shard(0), Replicate()))]  # was (R, S(0))
+    shapes = {"addmm": ((4,), (4, 8), (8, 4)), "baddbmm": ((4, 4, 4), (4, 4, 8), (4, 8, 4))}
+
+    def values(op):
+        return [tessel.arange(float(math.prod(s))).reshape(s) * (0.125 * (k + 1)) - 1.0
+                for k, s in enumerate(shapes[op])]
+
+    def fn(rank, mesh_shape, op, placements):
+        mesh = init_device_mesh("cpu", mesh_shape)
+        fulls = values(op)
+        args = [_placed(f, mesh, list(p)).requires_grad_(True) for f, p in zip(fulls, placements)]
+        out = getattr(tessel, op)(*args, beta=0.5, alpha=2.0)
+        (out * out).sum().backward()
+        return (tuple(out.placements), out.full_tensor().reshape(-1).tolist(),
+                [a.grad.full_tensor().reshape(-1).tolist() for a in args])
+
+    for mesh_shape, op, placements, want in cases:
+        fulls = [f.requires_grad_(True) for f in values(op)]
+        ref = getattr(tessel, op)(*fulls, beta=0.5, alpha=2.0)
+        (ref * ref).sum().backward()
+        got = ranks(math.prod(mesh_shape), lambda rank: fn(rank, mesh_shape, op, placements))
+        for r in got:
+            placed, full, grads = got[r]
+            assert placed == want, (op, placements, placed)
+            assert full == pytest.approx(ref.reshape(-1).tolist(), rel=1e-6), (op, placements)
+            for g, f in zip(grads, fulls):
+                assert g == pytest.approx(f.grad.reshape(-1).tolist(), rel=1e-5), (op, placements)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

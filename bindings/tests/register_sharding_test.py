@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import tessel
-import tessel.distributed as dist
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from tessel.distributed.tensor.experimental import implicit_replication, register_sharding
+from ranks_testing import on_ranks as ranks
 
 RNG = np.random.default_rng(11)
 
@@ -40,14 +40,7 @@ def _mm_sharding(a, b):
 
 def on_ranks(body, mesh_shape=(2,)):
     """body(mesh) on every rank; returns {rank: result}."""
-    got = {}
-
-    def rank_fn(world):
-        dist.init_process_group()
-        got[world.rank] = body(init_device_mesh("cpu", mesh_shape))
-
-    tessel.run_ranks(int(np.prod(mesh_shape)), rank_fn)
-    return got
+    return ranks(int(np.prod(mesh_shape)), lambda rank: body(init_device_mesh("cpu", mesh_shape)))
 
 
 def t(a, grad=False):
@@ -180,6 +173,27 @@ def test_gradients_flow_through_the_local_kernel_and_through_register_autograd()
             assert placements == (Shard(1),) and grad_placements == (Shard(1),)
             np.testing.assert_allclose(y, 1.5 * x_np * x_np, rtol=1e-6)
             np.testing.assert_allclose(grad, 3.0 * x_np * c_np, rtol=1e-5, atol=1e-6)
+
+
+def test_a_replicated_input_of_a_sharded_output_gets_a_partial_gradient():
+    # mm with a [S(0)], b [R]: each rank multiplies its rows, so b's gradient is a partial sum per rank. Read as
+    # Replicate, every rank's b.grad would hold one rank's share only.
+    a_np, b_np, c_np = RNG.standard_normal((6, 4)), RNG.standard_normal((4, 5)), RNG.standard_normal((6, 5))
+
+    def body(mesh):
+        a = distribute_tensor(t(a_np), mesh, [Shard(0)]).requires_grad_(True)
+        b = distribute_tensor(t(b_np), mesh, [Replicate()]).requires_grad_(True)
+        y = mm(a, b)
+        (y * distribute_tensor(t(c_np), mesh, [Shard(0)])).sum().backward()
+        return y.placements, a.grad.placements, b.grad.placements, a.grad.full_tensor().numpy(), \
+            b.grad.full_tensor().numpy()
+
+    got = on_ranks(body)
+    for r in (0, 1):
+        y_pl, a_pl, b_pl, da, db = got[r]
+        assert (y_pl, a_pl, b_pl) == ((Shard(0),), (Shard(0),), (Partial(),))
+        np.testing.assert_allclose(da, c_np @ b_np.T, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(db, a_np.T @ c_np, rtol=1e-5, atol=1e-6)
 
 
 def test_tuple_outputs_keyword_tensors_and_a_non_tensor_first_argument():

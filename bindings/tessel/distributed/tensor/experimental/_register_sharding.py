@@ -31,8 +31,11 @@ propagator's choice):
 - A dense tensor next to DTensors is Replicate when it has one element, or under implicit_replication() when it
   does not require grad (torch's rules). Otherwise the call raises torch's "mixed torch.Tensor and DTensor".
 - Autograd: with register_autograd the op stays one node, and its backward runs on the DTensor gradients.
-  Without it, autograd records the moves, the local ops and from_local, so gradients come back in the inputs'
-  layouts.
+  Without it, autograd records the moves, the local ops and from_local. Each input piece's gradient is read in
+  the layout the strategy implies: a Shard keeps its Shard; a Replicate input feeding an output that is sharded or
+  Partial on a mesh dim gets a partial sum from each rank there (Partial(sum)); otherwise Replicate. The moves'
+  backward then brings each gradient back to its input's layout. torch raises at backward instead, since its
+  custom op has no autograd formula.
 
 Beyond torch: an argument the op mutates (mutates_args) never moves. Candidates that would move it are dropped,
 and a call where all would raises ValueError, where torch would write into a temporary copy.
@@ -86,14 +89,14 @@ class _Inputs:
     """The call's tensor arguments in torch's order (positional, then keyword), each as a DTensor: a dense one
     that is a replicated scalar (or implicitly replicated) is wrapped as Replicate."""
 
-    def __init__(self, op, args, kwargs):
+    def __init__(self, name, args, kwargs, mutated):
         entries = list(enumerate(args)) + list(kwargs.items())
         dtensors = [v for _, v in entries if _is_dtensor(v)]
         self.mesh = dtensors[0].device_mesh
         for d in dtensors[1:]:
             if d.device_mesh != self.mesh:
                 raise ValueError("%s: DTensor inputs live on different meshes (%s and %s); cross-mesh ops are not "
-                                 "supported" % (op._qualname, self.mesh, d.device_mesh))
+                                 "supported" % (name, self.mesh, d.device_mesh))
         implicit = _C._implicit_replication_enabled()
         self.keys, self.tensors = [], []
         for key, v in entries:
@@ -102,12 +105,12 @@ class _Inputs:
             if not v.is_distributed:
                 if not (v.numel() == 1 or (implicit and not v.requires_grad)):
                     raise RuntimeError("%s: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to "
-                                       "DTensor before calling distributed operators!" % op._qualname)
+                                       "DTensor before calling distributed operators!" % name)
                 v = _C.from_local(v, self.mesh, [_C.Replicate()] * self.mesh.ndim, list(v.shape), None, False,
                                   None)
             self.keys.append(key)
             self.tensors.append(v)
-        self.mutated = _mutated_keys(op, args, kwargs)
+        self.mutated = mutated
 
     def schema(self, args, kwargs):
         """The sharding function's arguments: each tensor replaced by its DTensorSpec."""
@@ -160,7 +163,7 @@ def _shardable(shape, placements, mesh):
     return True
 
 
-def _candidates(op, inputs, strategies, n_outputs):
+def _candidates(name, inputs, strategies, n_outputs):
     """torch's expand_to_full_mesh_op_strategy: (output placements per output, input placements per tensor input)
     for every kept combination, in itertools.product's order."""
     mesh = inputs.mesh
@@ -169,18 +172,18 @@ def _candidates(op, inputs, strategies, n_outputs):
         outs, ins = list(outs), list(ins)
         if len(outs) != n_outputs:
             raise ValueError("%s: a sharding strategy lists %d output placements for %d outputs" %
-                             (op._qualname, len(outs), n_outputs))
+                             (name, len(outs), n_outputs))
         rows.append(outs + ins)
     if len({len(r) for r in rows}) > 1:
         raise ValueError("%s: the sharding strategies list different numbers of placements: %s" %
-                         (op._qualname, [len(r) for r in rows]))
+                         (name, [len(r) for r in rows]))
     for comb in itertools.product(rows, repeat=mesh.ndim):
         per_position = []
         for position, across in enumerate(zip(*comb)):
             if any(p is None for p in across):
                 if any(p is not None for p in across):
                     raise AssertionError("%s: strategy position %d mixes None with placements across mesh dims: %s"
-                                         % (op._qualname, position, across))
+                                         % (name, position, across))
                 per_position.append(None)
             else:
                 per_position.append(tuple(across))
@@ -189,7 +192,7 @@ def _candidates(op, inputs, strategies, n_outputs):
         wanted = [p for p in per_position[n_outputs:] if p is not None]
         if len(wanted) != len(inputs.tensors):
             raise AssertionError("%s: the sharding strategy places %d tensor inputs, the call has %d" %
-                                 (op._qualname, len(wanted), len(inputs.tensors)))
+                                 (name, len(wanted), len(inputs.tensors)))
         wanted = [tuple(_normalized(p, t.dim()) for p in w) for w, t in zip(wanted, inputs.tensors)]
         if not all(_shardable(t.shape, w, mesh) for t, w in zip(inputs.tensors, wanted)):
             continue
@@ -221,36 +224,58 @@ def _choose(candidates, tensors):
 
 def sharded_call(op, args, kwargs):
     """Runs custom op `op` (its sharding function registered) on DTensor arguments."""
-    inputs = _Inputs(op, args, kwargs)
+    return run_sharded(op._qualname, args, kwargs, op._sharding_fn, op._kernel(), _mutated_keys(op, args, kwargs))
+
+
+def run_sharded(name, args, kwargs, sharding_fn, kernel, mutated=frozenset(), out_shapes=None):
+    """kernel(*args, **kwargs) on DTensor arguments, as torch's dispatcher runs an op whose single-dim strategies
+    sharding_fn gives (module doc): the cheapest candidate's moves, the kernel on the local pieces, the outputs
+    wrapped. out_shapes: the outputs' global shapes when the caller knows them (else read from the pieces)."""
+    inputs = _Inputs(name, args, kwargs, mutated)
     schema_args, schema_kwargs = inputs.schema(args, kwargs)
-    strategies = op._sharding_fn(*schema_args, **schema_kwargs)
+    strategies = sharding_fn(*schema_args, **schema_kwargs)
     n_outputs = len(strategies[0][0]) if strategies else 1
-    candidates = list(_candidates(op, inputs, strategies, n_outputs))
+    candidates = list(_candidates(name, inputs, strategies, n_outputs))
     if not candidates:
         if inputs.mutated:
             raise ValueError("%s: every sharding strategy moves an argument the op mutates (%s); redistribute it to a "
-                             "layout a strategy keeps first" % (op._qualname, sorted(map(str, inputs.mutated))))
-        raise RuntimeError("%s: no valid sharding strategy for the input placements." % op._qualname)
+                             "layout a strategy keeps first" % (name, sorted(map(str, inputs.mutated))))
+        raise RuntimeError("%s: no valid sharding strategy for the input placements." % name)
     outs, wanted = _choose(candidates, inputs.tensors)
-    moved = [t if t.placements == w else t.redistribute(placements=list(w)) for t, w in zip(inputs.tensors, wanted)]
-    local_args, local_kwargs = inputs.substitute(args, kwargs, [m.to_local() for m in moved])
-    result = op._kernel()(*local_args, **local_kwargs)
+    moved = [t if t.placements == w else _C._dtensor_redistribute_for_strategy(t, list(w))
+             for t, w in zip(inputs.tensors, wanted)]
+    pieces = [m.to_local(grad_placements=_grad_placements(w, outs)) for m, w in zip(moved, wanted)]
+    local_args, local_kwargs = inputs.substitute(args, kwargs, pieces)
+    result = kernel(*local_args, **local_kwargs)
     if n_outputs == 0:
         return result
     single = not isinstance(result, (tuple, list))
     results = [result] if single else list(result)
     if len(results) != n_outputs:
         raise ValueError("%s: the kernel returned %d outputs, the sharding strategy places %d" %
-                         (op._qualname, len(results), n_outputs))
-    wrapped = [_wrap(op, r, p, inputs.mesh) for r, p in zip(results, outs)]
+                         (name, len(results), n_outputs))
+    shapes = out_shapes or [None] * n_outputs
+    wrapped = [_wrap(r, p, inputs.mesh, shape) for r, p, shape in zip(results, outs, shapes)]
     return wrapped[0] if single else type(result)(wrapped)
 
 
-def _wrap(op, local, placements, mesh):
+def _grad_placements(wanted, outs):
+    """The layout of an input piece's gradient as autograd computes it through the local kernel: a Shard stays
+    (each rank differentiates its own piece); a Replicate input feeding an output that is sharded or Partial on
+    that mesh dim gets a partial sum from each rank (Partial(sum)); otherwise Replicate (a Partial input's
+    gradient is that of its sum)."""
+    placed = [any(o is not None and not o[a].is_replicate() for o in outs) for a in range(len(wanted))]
+    return [p if p.is_shard() else (_C.Partial() if p.is_replicate() and placed[a] else _C.Replicate())
+            for a, p in enumerate(wanted)]
+
+
+def _wrap(local, placements, mesh, shape=None):
     if placements is None or not isinstance(local, _C.Tensor):
         return local
     placements = [_normalized(p, local.dim()) for p in placements]
-    if any(p.is_shard() for p in placements):
+    if shape is not None:
+        shape = list(shape)
+    elif any(p.is_shard() for p in placements):
         shape = list(_C._dtensor_global_shape(local, mesh, placements))
     else:
         shape = list(local.shape)
