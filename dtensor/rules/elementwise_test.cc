@@ -52,9 +52,10 @@ TEST(ElementwiseRulesTest, BroadcastingMapsShardedDimsOfTheSmallerOperand) {
       DTensor y =
           ExpectMatchesDense(mesh, {Values({n, 5}), Values({5}, DType::kFloat64, 2)}, {"S(0), S(1)", "R, S(0)"}, add);
       EXPECT_EQ(y.placements(), ParsePlacements("S(0), S(1)"));
-      // [n, 1] + [1, 5] -> [n, 5]
+      // [n, 1] + [1, 5] -> [n, 5]: each operand keeps its layout, dim 0 from the first and dim 1 from the second
+      // (torch's expansion per mesh dim; following one operand whole gathered the other)
       y = ExpectMatchesDense(mesh, {Values({n, 1}), Values({1, 5}, DType::kFloat64, 3)}, {"S(0), R", "R, S(1)"}, add);
-      EXPECT_EQ(y.placements(), ParsePlacements("S(0), R"));
+      EXPECT_EQ(y.placements(), ParsePlacements("S(0), S(1)"));
     }
   });
 }
@@ -169,7 +170,7 @@ TEST(ElementwiseRulesTest, MovesArePricedInTorchsGreedyStepOrder) {
 // A Shard is never padded into a Partial to meet another operand (PyTorch prices that move infinite) while
 // any other candidate exists: a bias sharded on its only dim joins a Partial matrix by reduce-scattering the
 // matrix, although padding the small bias moves fewer bytes. An in-place op writing a Partial has no other
-// candidate and still pads its source; operands crossed over two mesh axes fall back to Replicate.
+// candidate and still pads its source; operands crossed over two mesh axes reduce-scatter both Partials.
 TEST(ElementwiseRulesTest, ShardsArePaddedToPartialsOnlyWhenNothingElseFits) {
   OnMesh1D(4, [](const DeviceMesh& mesh) {
     const Tensor m_full = Values({8, 8}), bias_full = Values({8}, DType::kFloat64, 1);
@@ -188,8 +189,10 @@ TEST(ElementwiseRulesTest, ShardsArePaddedToPartialsOnlyWhenNothingElseFits) {
     const Tensor a_full = Values({4, 6}), b_full = Values({4, 6}, DType::kFloat64, 1);
     DTensor a = testing::MakeInput(a_full, mesh, ParsePlacements("P(sum), S(0)"), false).dt;
     DTensor b = testing::MakeInput(b_full, mesh, ParsePlacements("S(0), P(sum)"), false).dt;
+    // Each operand's Partial is reduce-scattered onto dim 0 rather than padding the other's Shard: torch 2.15's
+    // (S(0), S(0)) (the placement sweep, at [4, 8])
     DTensor out(Sub(a, b));
-    EXPECT_EQ(out.placements(), ParsePlacements("R, R"));
+    EXPECT_EQ(out.placements(), ParsePlacements("S(0), S(0)"));
     testing::ExpectClose(out.FullTensor().ToDoubleVector(), Sub(a_full, b_full).ToDoubleVector(), 1e-12, "a - b");
   });
 }

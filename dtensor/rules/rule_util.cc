@@ -232,6 +232,51 @@ bool AllInputsAgree(const OpCall& call) {
   return true;
 }
 
+// Every defined input in its default shard order (an order FSDP over tensor parallelism leaves, [S(0), S(0)]
+// with tp first, keeps the candidates that follow an input).
+bool DefaultOrders(const OpCall& call) {
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    const DTensorSpec& spec = call.spec(i);
+    if (spec.shard_order() != DefaultShardOrder(spec.placements(), spec.ndim())) return false;
+  }
+  return true;
+}
+
+// torch 2.15's single-dim pointwise strategies (_pointwise_ops.py, _common_pointwise_single_dim_strategy), in its
+// order: everything Replicate; each output dim sharded, with every input that carries it whole (not broadcast)
+// sharded there too, when some input is sharded (torch fills its Shard placeholders only then); the op's Partial
+// rows.
+std::vector<AxisOption> TorchPointwiseOptions(const OpCall& call, const Shape& out_shape,
+                                              const std::vector<std::string_view>& rows) {
+  const int n = call.num_inputs();
+  const auto out_nd = static_cast<int64_t>(out_shape.size());
+  std::vector<AxisOption> options;
+  options.push_back({std::vector<Placement>(static_cast<size_t>(n), Replicate{}), {Replicate{}},
+                     StrategyKind::kReplicate});
+  if (AnyInputSharded(call)) {
+    for (int64_t od = 0; od < out_nd; ++od) {
+      AxisOption o{std::vector<Placement>(static_cast<size_t>(n), Replicate{}), {Shard{od}}, StrategyKind::kShard};
+      for (int j = 0; j < n; ++j) {
+        if (!call.defined(j)) continue;
+        const int64_t dj = od - (out_nd - call.spec(j).ndim());
+        if (dj >= 0 && call.spec(j).shape()[static_cast<size_t>(dj)] == out_shape[static_cast<size_t>(od)]) {
+          o.inputs[static_cast<size_t>(j)] = Shard{dj};
+        }
+      }
+      options.push_back(std::move(o));
+    }
+  }
+  for (std::string_view row : rows) {
+    if (row.size() != static_cast<size_t>(1 + n)) continue;
+    AxisOption o{std::vector<Placement>(static_cast<size_t>(n), Replicate{}), {FromLetter(row[0])},
+                 StrategyKind::kPartialLinear};
+    for (int j = 0; j < n; ++j) o.inputs[static_cast<size_t>(j)] = FromLetter(row[static_cast<size_t>(1 + j)]);
+    options.push_back(std::move(o));
+  }
+  return options;
+}
+
 // Where a pointwise candidate falls in PyTorch's strategy order: Partial outputs last, then by the sharded
 // tensor dim of each mesh axis (a Replicate axis after every Shard).
 std::vector<int64_t> TorchOrderKey(const Strategy& s) {
@@ -262,6 +307,9 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
                  ", not to the shape of the tensor written in place; call ", DescribeCall(call));
   }
   const std::vector<std::string_view> rows = Rows(lin, call);
+  if (call.mesh_ndim() > 1 && !call.op.is_inplace && DefaultOrders(call)) {
+    return ExpandAxisOptions(call, TorchPointwiseOptions(call, out_shape, rows), {out_shape});
+  }
   const Follow follow{call, out_shape, rows, AnyInputSharded(call)};
   std::vector<Strategy> out;
   const int leads = call.op.is_inplace ? 1 : call.num_inputs();
@@ -392,31 +440,36 @@ std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<A
   return out;
 }
 
-// Bytes of the all-gathers a candidate's inputs need beyond its one-step moves: a Shard(d) made on an axis
-// while an axis to its right keeps sharding d nests the blocks the other way round, so the right axis is
-// gathered first and chunked again after (torch prices that path through its redistribute planner; its
-// single-dim search never offers the one-step move).
-int64_t NestingGatherBytes(const OpCall& call, const Strategy& s) {
-  int64_t bytes = 0;
-  for (int i = 0; i < call.num_inputs(); ++i) {
-    if (!call.defined(i)) continue;
-    const DTensorSpec& src = call.spec(i);
-    const std::vector<Placement>& dst = s.inputs[static_cast<size_t>(i)]->placements;
-    if (src.placements() == dst) continue;
-    const ShardingState src_state = StateOf(src);
-    for (int a = 0; a < call.mesh_ndim(); ++a) {
-      const Shard* made = std::get_if<Shard>(&dst[static_cast<size_t>(a)]);
-      if (made == nullptr || src.placement(a) == dst[static_cast<size_t>(a)]) continue;
-      for (int b = a + 1; b < call.mesh_ndim(); ++b) {
-        if (src.placement(b) == Placement{*made} && dst[static_cast<size_t>(b)] == Placement{*made}) {
-          bytes += src.numel() * ElementSize(src.dtype()) / NumShards(src_state, made->dim, call.mesh) *
-                   (call.mesh.size(b) - 1);
-        }
+namespace {
+
+// Whether some input or output of `s` holds Partials of two reduce ops (sum with avg excepted): torch's
+// expand_to_full_mesh_op_strategy drops such a candidate.
+bool MixesPartials(const Strategy& s) {
+  const auto mixes = [](const std::vector<Placement>& pl) {
+    std::optional<comm::ReduceOp> first;
+    for (const Placement& p : pl) {
+      const Partial* q = std::get_if<Partial>(&p);
+      if (q == nullptr) continue;
+      if (!first) {
+        first = q->reduce_op;
+      } else if (*first != q->reduce_op) {
+        const bool sum_avg = (*first == comm::ReduceOp::kSum || *first == comm::ReduceOp::kAvg) &&
+                             (q->reduce_op == comm::ReduceOp::kSum || q->reduce_op == comm::ReduceOp::kAvg);
+        if (!sum_avg) return true;
       }
     }
+    return false;
+  };
+  for (const std::optional<ShardingState>& in : s.inputs) {
+    if (in && mixes(in->placements)) return true;
   }
-  return bytes;
+  for (const std::optional<OutputSpec>& out : s.outputs) {
+    if (out && mixes(out->state.placements)) return true;
+  }
+  return false;
 }
+
+}  // namespace
 
 bool AnyInputSharded(const OpCall& call) {
   for (int i = 0; i < call.num_inputs(); ++i) {
@@ -430,14 +483,57 @@ bool AnyInputSharded(const OpCall& call) {
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                         const std::vector<std::optional<Shape>>& out_shapes) {
   const size_t axes = static_cast<size_t>(call.mesh_ndim());
+  // Per axis, the options torch's cost model can reach: none that turns an input's Shard, or a Partial of
+  // another op, into a Partial (an infinite cost there; the all-Replicate option always remains).
+  std::vector<std::vector<const AxisOption*>> per_axis(axes);
+  for (size_t a = 0; a < axes; ++a) {
+    for (const AxisOption& o : options) {
+      bool reachable = true;
+      for (int i = 0; i < call.num_inputs() && reachable; ++i) {
+        if (!call.defined(i)) continue;
+        const Placement& cur = call.spec(i).placement(static_cast<int>(a));
+        const Placement& want = o.inputs[static_cast<size_t>(i)];
+        reachable = want == cur || !IsPartial(want) || IsReplicate(cur) || call.mesh.size(static_cast<int>(a)) == 1;
+      }
+      if (reachable) per_axis[a].push_back(&o);
+    }
+  }
+  // The candidate that moves no input, when every axis has an option its inputs already match: torch selects
+  // it over every other (its cost is 0 and nothing is redistributed), so it is the only one listed.
+  std::vector<std::vector<const AxisOption*>> kept(axes);
+  for (size_t a = 0; a < axes; ++a) {
+    for (const AxisOption* o : per_axis[a]) {
+      bool same = true;
+      for (int i = 0; i < call.num_inputs() && same; ++i) {
+        same = !call.defined(i) || o->inputs[static_cast<size_t>(i)] == call.spec(i).placement(static_cast<int>(a));
+      }
+      if (same && kept[a].empty()) kept[a].push_back(o);
+    }
+  }
+  if (std::none_of(kept.begin(), kept.end(), [](const auto& k) { return k.empty(); })) {
+    std::vector<const AxisOption*> choice;
+    for (size_t a = 0; a < axes; ++a) choice.push_back(kept[a][0]);
+    Strategy s = AssembleOptions(call, choice, out_shapes);
+    bool current = !MixesPartials(s);
+    for (int i = 0; i < call.num_inputs() && current; ++i) {
+      current = !call.defined(i) || *s.inputs[static_cast<size_t>(i)] == call.state(i);
+    }
+    if (current) {
+      s.kind = StrategyKind::kFollow;
+      s.torch_ties = true;
+      return {std::move(s)};
+    }
+  }
   std::vector<Strategy> out;
   std::vector<size_t> idx(axes, 0);
   while (true) {
     std::vector<const AxisOption*> choice;
-    for (size_t a = 0; a < axes; ++a) choice.push_back(&options[idx[a]]);
+    for (size_t a = 0; a < axes; ++a) choice.push_back(per_axis[a][idx[a]]);
     Strategy s = AssembleOptions(call, choice, out_shapes);
-    s.kind = StrategyKind::kFollow;  // one kind: equal costs go to the earlier candidate, as torch's selection
-    bool shardable = true;  // torch's is_tensor_shardable: no dim split over more ranks than it has elements
+    s.kind = StrategyKind::kFollow;
+    s.torch_ties = true;  // equal costs go to the earlier candidate, as torch's selection
+    bool shardable = !MixesPartials(s);  // torch drops a spec mixing Partial ops (sum with avg excepted)
+    // torch's is_tensor_shardable: no dim split over more ranks than it has elements
     for (int i = 0; i < call.num_inputs() && shardable; ++i) {
       if (!call.defined(i) || s.inputs[static_cast<size_t>(i)]->placements == call.spec(i).placements()) continue;
       for (int64_t d = 0; d < call.spec(i).ndim() && shardable; ++d) {
@@ -445,12 +541,9 @@ std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<Ax
         shardable = n == 1 || n <= call.spec(i).shape()[d];
       }
     }
-    if (shardable) {
-      s.extra_comm_bytes = NestingGatherBytes(call, s);
-      out.push_back(std::move(s));
-    }
+    if (shardable) out.push_back(std::move(s));
     size_t a = axes;  // the last mesh axis varies fastest (itertools.product)
-    while (a > 0 && ++idx[a - 1] == options.size()) idx[--a] = 0;
+    while (a > 0 && ++idx[a - 1] == per_axis[a - 1].size()) idx[--a] = 0;
     if (a == 0) break;
   }
   return out;

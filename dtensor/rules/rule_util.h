@@ -1,12 +1,15 @@
 // dtensor/rules/rule_util.h — machinery shared by the rule files: the pointwise strategy generator with
 // its Partial-linearity tables, and local-attr rewriters for attrs that carry global shapes.
 //
-// Invariant: Pointwise() returns one candidate per distinct layout it can follow (each input's current
-// placements mapped through numpy broadcasting), so an op whose inputs already agree needs no
-// communication; a Partial input keeps its Partial only where the op's linearity table has a row for
-// it (PyTorch's _pointwise_ops.py rules, plus exact partition of Replicate inputs into Partial(sum)); else it
-// is reduced: reduce-scattered onto the lowest dim no mesh axis to its right shards when some operand is
-// sharded (torch's single-dim expansion offers Shard options only then), all-reduced otherwise.
+// Invariant: on a 1-D mesh, and for in-place ops or inputs in a non-default shard order, Pointwise() returns one
+// candidate per distinct layout it can follow (each input's current placements mapped through numpy
+// broadcasting), so an op whose inputs already agree needs no communication; a Partial input keeps its Partial
+// only where the op's linearity table has a row for it (PyTorch's _pointwise_ops.py rules, plus exact partition
+// of Replicate inputs into Partial(sum)); else it is reduced: reduce-scattered onto the lowest dim no mesh axis
+// to its right shards when some operand is sharded (torch's single-dim expansion offers Shard options only
+// then), all-reduced otherwise. On a mesh of several dims it is torch 2.15's single-dim expansion itself
+// (ExpandAxisOptions over all-Replicate, a Shard of each output dim, the linearity rows), so each mesh dim may
+// follow a different operand.
 //
 // Example (dtensor/rules/elementwise.cc):
 //   std::vector<Strategy> AddRule(const OpCall& call) { return Pointwise(call, Linearity::kAdditive); }
@@ -71,9 +74,11 @@ std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<A
 
 // PyTorch 2.15's expansion of single-mesh-dim strategies (torch/distributed/tensor/_ops/single_dim_strategy.py)
 // for ops ported from its register_single_dim_strategy rules: every combination of `options` (options[0] the
-// all-Replicate one) in torch's order, the last mesh axis varying fastest, without pruning; a combination
-// that would split some input dim over more ranks than its size is dropped unless it is the input's current
-// layout. All candidates have one kind, so the cost model's ties go to the earlier one, as torch's min-cost
+// all-Replicate one) in torch's order, the last mesh axis varying fastest. Dropped, as torch's cost model or
+// expand_to_full_mesh_op_strategy drops them: an option on an axis where it would turn an input's Shard (or a
+// Partial of another op) into a Partial (an infinite cost); a combination mixing Partial ops in one spec (sum
+// with avg excepted); one that would split some input dim over more ranks than its size, unless it is the
+// input's current layout. Ties go to the earlier candidate (Strategy::torch_ties), as torch's min-cost
 // selection. A rule lists its Shard options only when AnyInputSharded, as torch fills its placeholders.
 // Whether some defined input has a Shard on some mesh axis: torch 2.15 offers a single-dim strategy's Shard
 // options (fills its placeholders) only then.
