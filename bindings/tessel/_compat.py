@@ -103,7 +103,10 @@ def _min(self, dim=None, keepdim=False):
 
 def _argmax(self, dim=None, keepdim=False):
     """Index of the largest entry (the first on ties, as torch); dim=None: into the flattened tensor
-    (keepdim=True: shaped [1, ..., 1])."""
+    (keepdim=True: shaped [1, ..., 1]). A Partial DTensor is all-reduced first, as torch's argmax handler does
+    (it never reduce-scatters one onto another dim, as max(dim) may)."""
+    if self.is_distributed and any(p.is_partial() for p in self.placements):
+        self = self.redistribute(placements=[_C.Replicate() if p.is_partial() else p for p in self.placements])
     if dim is None:
         i = _max_cpp(self.reshape(-1), 0, False)[1]
         return i.reshape(*([1] * self.ndim)) if keepdim else i

@@ -8,9 +8,10 @@
 // local sums of |x|^p, all-reduces them over the reducing axes (one all_reduce per axis, declared in the
 // cost) and takes the p-th root, so the output is Replicate there. max(dim) needs its dim whole (its
 // indices are global positions), so that dim is replicated first. Kept dims keep their sharding;
-// Partial(sum/avg) inputs pass through sum, Partial(avg) through mean (a Partial(sum) is reduced first, as
-// torch's), Partial(max) through amax. The backward ops broadcast the gradient back in its own layout and
-// rewrite their global "shape" attr to this rank's local shape.
+// Partial(sum) inputs pass through sum, Partial(avg) through mean, Partial(max) through amax; other Partials
+// are reduced first, reduce-scattered onto a kept dim when that is cheaper (sum, amax, max and mean list
+// torch 2.15's single-dim strategies, expanded over the mesh by ExpandAxisOptions). The backward ops broadcast
+// the gradient back in its own layout and rewrite their global "shape" attr to this rank's local shape.
 //
 // Example:
 //   Sum(x_S0, {0});           // [S(0)] -> [P(sum)], no communication
@@ -94,10 +95,29 @@ std::vector<Strategy> Reduce(const OpCall& call, const ShardingState& in, const 
              ReducingAxes(in, r.reduced).empty() ? StrategyKind::kFollow : StrategyKind::kContract);
 }
 
-std::vector<Strategy> SumRule(const OpCall& call) {
-  return Reduce(call, KeepPartials(call.state(0), {ReduceOp::kSum, ReduceOp::kAvg}), Partial{ReduceOp::kSum},
-                ReductionOf(call));
+// torch 2.15's linear reductions (linear_reduction_single_dim_strategy: sum, amax, ...): per mesh axis
+// Replicate; for each input dim (when some input is sharded) its Shard, giving Partial(op) for a reduced dim and
+// the output's Shard for a kept one; Partial(op) through.
+// The per-axis options of those reductions (and of mean, with op avg).
+std::vector<AxisOption> ReductionOptions(const OpCall& call, const Reduction& r, ReduceOp op) {
+  const std::vector<int64_t> map = ReduceDimMap(r.reduced, r.keepdim);
+  std::vector<AxisOption> options{{{Replicate{}}, {Replicate{}}, StrategyKind::kReplicate}};
+  if (AnyInputSharded(call)) {
+    for (int64_t d = 0; d < call.spec(0).ndim(); ++d) {
+      const size_t u = static_cast<size_t>(d);
+      options.push_back({{Shard{d}}, {r.reduced[u] ? Placement{Partial{op}} : Placement{Shard{map[u]}}}});
+    }
+  }
+  options.push_back({{Partial{op}}, {Partial{op}}});
+  return options;
 }
+
+std::vector<Strategy> LinearReduction(const OpCall& call, ReduceOp op) {
+  const Reduction r = ReductionOf(call);
+  return ExpandAxisOptions(call, ReductionOptions(call, r, op), {r.out_shape});
+}
+
+std::vector<Strategy> SumRule(const OpCall& call) { return LinearReduction(call, ReduceOp::kSum); }
 
 // Local sum scaled by 1 / (global count of reduced elements): exact on uneven shards.
 TensorList MeanLocal(const LocalContext& ctx) {
@@ -121,16 +141,7 @@ std::vector<Strategy> MeanRule(const OpCall& call) {
   TESSEL_CHECK(IsFloating(x.dtype()), "mean: expected a floating dtype, got ", x.dtype(), "; call ",
                DescribeCall(call));
   const Reduction r = ReductionOf(call);
-  const std::vector<int64_t> map = ReduceDimMap(r.reduced, r.keepdim);
-  std::vector<AxisOption> options{{{Replicate{}}, {Replicate{}}, StrategyKind::kReplicate}};
-  if (AnyInputSharded(call)) {
-    for (int64_t d = 0; d < x.ndim(); ++d) {
-      const size_t u = static_cast<size_t>(d);
-      options.push_back({{Shard{d}}, {r.reduced[u] ? Placement{Partial{ReduceOp::kAvg}} : Placement{Shard{map[u]}}}});
-    }
-  }
-  options.push_back({{Partial{ReduceOp::kAvg}}, {Partial{ReduceOp::kAvg}}});
-  std::vector<Strategy> s = ExpandAxisOptions(call, options, {r.out_shape});
+  std::vector<Strategy> s = ExpandAxisOptions(call, ReductionOptions(call, r, ReduceOp::kAvg), {r.out_shape});
   for (Strategy& c : s) {
     const ShardingState& in = *c.inputs[0];
     bool uneven = false;
@@ -157,9 +168,8 @@ TensorList AmaxLocal(const LocalContext& ctx) {
 }
 
 std::vector<Strategy> AmaxRule(const OpCall& call) {
-  std::vector<Strategy> s =
-      Reduce(call, KeepPartials(call.state(0), {ReduceOp::kMax}), Partial{ReduceOp::kMax}, ReductionOf(call));
-  s[0].local_fn = AmaxLocal;
+  std::vector<Strategy> s = LinearReduction(call, ReduceOp::kMax);
+  for (Strategy& c : s) c.local_fn = AmaxLocal;
   return s;
 }
 
@@ -192,17 +202,25 @@ std::vector<Strategy> NormRule(const OpCall& call) {
   return s;
 }
 
+// torch 2.15's max.dim (max_min_dim_single_dim_strategy): per mesh axis Replicate, or a Shard of a kept dim for
+// the values and the indices (when the input is sharded); the reduced dim whole, a Partial input reduced.
 std::vector<Strategy> MaxRule(const OpCall& call) {
   const DTensorSpec& x = call.spec(0);
   const int64_t dim = x.ndim() == 0 ? 0 : NormalizeDim(call.attrs.GetInt("dim"), x.ndim(), "max");
-  const ShardingState in = ReplicateDims(PartialToReplicate(call.state(0)), {dim});
   Reduction r;
   r.reduced.assign(static_cast<size_t>(x.ndim()), 0);
   if (x.ndim() > 0) r.reduced[static_cast<size_t>(dim)] = 1;
   r.keepdim = call.attrs.GetBool("keepdim");
   r.out_shape = ReducedShape(x.shape(), r.reduced, r.keepdim);
-  ShardingState out = RemapDims(in, ReduceDimMap(r.reduced, r.keepdim), static_cast<int64_t>(r.out_shape.size()));
-  return One({in}, {OutputSpec{out, r.out_shape, {}}, OutputSpec{out, r.out_shape, {}}});
+  const std::vector<int64_t> map = ReduceDimMap(r.reduced, r.keepdim);
+  std::vector<AxisOption> options{{{Replicate{}}, {Replicate{}, Replicate{}}, StrategyKind::kReplicate}};
+  if (AnyInputSharded(call)) {
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      const Placement out = Shard{map[static_cast<size_t>(d)]};
+      if (d != dim) options.push_back({{Shard{d}}, {out, out}});
+    }
+  }
+  return ExpandAxisOptions(call, options, {r.out_shape, r.out_shape});
 }
 
 // The gradient g (reduced shape) broadcast back to `shape`: g's layout mapped onto the kept dims.

@@ -118,5 +118,28 @@ TEST(ReductionRulesTest, MeanGivesTorchsPartialAvgAndReducesAPartialSumInput) {
   });
 }
 
+// sum, amax and max(dim) list torch 2.15's single-dim strategies (linear_reduction_single_dim_strategy,
+// max_min_dim_single_dim_strategy). Expected placements are torch's (the placement sweep at [4, 8]): amax over
+// dim 1 of [S(1), P(sum)] reduce-scatters the Partial onto dim 0 (tessel all-reduced it: [P(max), R]); max over
+// dim 1 of [S(1), R] chunks dim 0 on tp before the gather over dp (tessel gave [R, R]).
+TEST(ReductionRulesTest, TwoDimMeshReductionsAreTorchs) {
+  OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 8});
+    DTensor p = testing::MakeInput(full, mesh, ParsePlacements("S(1), P(sum)"), false).dt;
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Amax(p, {1})); }), "reduce_scatter(tp) x1");
+    EXPECT_EQ(y.placements(), ParsePlacements("P(max), S(0)"));
+    ExpectClose(y.FullTensor().ToDoubleVector(), Amax(full, {1}).ToDoubleVector(), 1e-12, "amax");
+    DTensor x = DistributeTensor(full, mesh, ParsePlacements("S(1), R"));
+    std::pair<Tensor, Tensor> m;
+    EXPECT_EQ(CommOf([&] { m = Max(x, 1); }), "all_gather(dp) x1");
+    EXPECT_EQ(DTensor(m.first).placements(), ParsePlacements("R, S(0)"));
+    EXPECT_EQ(DTensor(m.second).placements(), ParsePlacements("R, S(0)"));
+    const std::pair<Tensor, Tensor> want = Max(full, 1);
+    ExpectClose(DTensor(m.first).FullTensor().ToDoubleVector(), want.first.ToDoubleVector(), 0, "max values");
+    ExpectClose(DTensor(m.second).FullTensor().ToDoubleVector(), want.second.ToDoubleVector(), 0, "max indices");
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor

@@ -480,6 +480,24 @@ bool AnyInputSharded(const OpCall& call) {
   return false;
 }
 
+std::vector<Strategy> ShardExceptDim(const OpCall& call, int64_t dim,
+                                     const std::vector<std::optional<Shape>>& out_shapes,
+                                     const std::vector<comm::ReduceOp>& partials) {
+  const size_t n = static_cast<size_t>(call.num_inputs()), outs = out_shapes.size();
+  const auto every = [&](const Placement& p) {
+    return AxisOption{std::vector<Placement>(n, p), std::vector<Placement>(outs, p)};
+  };
+  std::vector<AxisOption> options{every(Replicate{})};
+  if (AnyInputSharded(call)) {
+    const auto ndim = static_cast<int64_t>(out_shapes.empty() || !out_shapes[0] ? 0 : out_shapes[0]->size());
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (d != dim) options.push_back(every(Shard{d}));
+    }
+  }
+  for (comm::ReduceOp op : partials) options.push_back(every(Partial{op}));
+  return ExpandAxisOptions(call, options, out_shapes);
+}
+
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                         const std::vector<std::optional<Shape>>& out_shapes) {
   const size_t axes = static_cast<size_t>(call.mesh_ndim());

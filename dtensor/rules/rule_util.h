@@ -86,6 +86,14 @@ bool AnyInputSharded(const OpCall& call);
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                         const std::vector<std::optional<Shape>>& out_shapes);
 
+// torch 2.15's _shard_except_dim_strategy (softmax-like, scan and sort-like ops), expanded as ExpandAxisOptions:
+// every input and output takes one placement per mesh dim, Replicate, a Shard of any dim but `dim` (offered when
+// some input is sharded), or Partial(op) for each op of `partials` (the op is linear in them). All defined
+// inputs have the outputs' rank.
+std::vector<Strategy> ShardExceptDim(const OpCall& call, int64_t dim,
+                                     const std::vector<std::optional<Shape>>& out_shapes,
+                                     const std::vector<comm::ReduceOp>& partials = {});
+
 // Local-attr rewriters: the call's attrs with one global-shape attr replaced by output 0's local shape.
 Attrs LocalShapeAttr(const LocalContext& ctx);       // "shape"
 Attrs LocalInputShapeAttr(const LocalContext& ctx);  // "input_shape" (the *_backward view ops)

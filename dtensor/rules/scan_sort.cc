@@ -1,8 +1,8 @@
 // dtensor/rules/scan_sort.cc — sharding rule for core/ops/scan_sort.cc's cumsum(x; dim, reverse).
 //
-// Invariant: each lane along `dim` is summed on one rank, so `dim` is never sharded (an input sharded on it is
-// gathered first); every other dim keeps its sharding, and a Partial(sum) or Partial(avg) input stays Partial
-// (running sums are linear); other Partials are reduced first.
+// Invariant: each lane along `dim` is summed on one rank, so `dim` is never sharded. The candidates are torch
+// 2.15's (scan_single_dim_strategy): per mesh dim, Replicate, a Shard of another dim (when the input is
+// sharded), or Partial(sum) / Partial(avg) kept (running sums are linear); other Partials are reduced first.
 //
 // Example:
 //   CumSum(x_S0, 1);   // rows sharded, sums along each row: no communication, out S(0)
@@ -13,15 +13,9 @@ namespace tessel::dtensor::rules {
 namespace {
 
 std::vector<Strategy> CumSumRule(const OpCall& call) {
-  ShardingState in = call.state(0);
-  for (int a = 0; a < call.mesh_ndim(); ++a) {
-    const Partial* p = std::get_if<Partial>(&in.placements[static_cast<size_t>(a)]);
-    if (p != nullptr && p->reduce_op != comm::ReduceOp::kSum && p->reduce_op != comm::ReduceOp::kAvg) {
-      in = SetAxis(in, a, Replicate{});
-    }
-  }
-  if (call.spec(0).ndim() > 0) in = ReplicateDims(in, {call.attrs.GetInt("dim")});
-  return One({in}, {OutputSpec{in, call.spec(0).shape(), {}}});
+  const int64_t nd = call.spec(0).ndim();
+  const int64_t dim = nd == 0 ? 0 : NormalizeDim(call.attrs.GetInt("dim"), nd, "cumsum");
+  return ShardExceptDim(call, dim, {call.spec(0).shape()}, {comm::ReduceOp::kSum, comm::ReduceOp::kAvg});
 }
 
 const bool kRegistered = [] {

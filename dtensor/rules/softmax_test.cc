@@ -41,5 +41,24 @@ TEST(SoftmaxRulesTest, ASoftmaxOverAShardedDimGathersOnlyThatDim) {
   });
 }
 
+// torch 2.15's softmax strategies (_shard_except_dim_strategy) expanded over a 2 x 2 mesh: x [S(1), R] softmaxed
+// over dim 1 is chunked on tp first (dim 0, free), so the gather over dp sends half: [R, S(0)], as torch's sweep
+// gives at [4, 8] (tessel gave [R, R]). A Partial input on a mesh where something is sharded is reduce-scattered
+// onto a dim the softmax keeps whole per lane ([P(sum), S(1)] over dim 1: torch's [S(0), R]; tessel gave [R, R]).
+TEST(SoftmaxRulesTest, TwoDimMeshCandidatesAreTorchs) {
+  testing::OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor full = Values({4, 8});
+    DTensor x = DistributeTensor(full, mesh, ParsePlacements("S(1), R"));
+    DTensor y;
+    EXPECT_EQ(CommOf([&] { y = DTensor(Softmax(x, 1)); }), "all_gather(dp) x1");
+    EXPECT_EQ(y.placements(), ParsePlacements("R, S(0)"));
+    testing::ExpectClose(y.FullTensor().ToDoubleVector(), Softmax(full, 1).ToDoubleVector(), 1e-12, "softmax");
+    DTensor p = testing::MakeInput(full, mesh, ParsePlacements("P(sum), S(1)"), false).dt;
+    EXPECT_EQ(CommOf([&] { y = DTensor(LogSoftmax(p, 1)); }), "reduce_scatter(dp) x1, all_gather(tp) x1");
+    EXPECT_EQ(y.placements(), ParsePlacements("S(0), R"));
+    testing::ExpectClose(y.FullTensor().ToDoubleVector(), LogSoftmax(full, 1).ToDoubleVector(), 1e-12, "log");
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor
