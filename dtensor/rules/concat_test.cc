@@ -56,5 +56,33 @@ TEST(ConcatRulesTest, CatAlongAnUnshardedDimNeedsNoCommunication) {
   });
 }
 
+// torch 2.15's choices (the placement sweep at [4, 8], old tessel in brackets): cat over dim 1 of [S(1)] and
+// [P(sum)] on 4 ranks moves both to S(0) ([R]); stack of [S(0)] and [S(1)] merges two different Shards to
+// Replicate ([S(1)]); on a 2 x 2 mesh stack of [R, S(0)] and [S(0), R] merges axis by axis to [S(0), S(0)],
+// output [S(1), S(1)] ([S(1), R]).
+TEST(ConcatRulesTest, CandidatesAreTorchs) {
+  OnMesh1D(4, [](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({4, 8}), b_full = Values({4, 8}, DType::kFloat64, 1);
+    DTensor a = DistributeTensor(a_full, mesh, ParsePlacements("S(1)"));
+    DTensor p = testing::MakeInput(b_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor c(Cat({a, p}, 1));
+    EXPECT_EQ(c.placements(), ParsePlacements("S(0)"));
+    testing::ExpectClose(c.FullTensor().ToDoubleVector(), Cat({a_full, b_full}, 1).ToDoubleVector(), 1e-12, "cat");
+    DTensor s0 = DistributeTensor(a_full, mesh, ParsePlacements("S(0)"));
+    DTensor s1 = DistributeTensor(b_full, mesh, ParsePlacements("S(1)"));
+    DTensor st(Stack({s0, s1}, 0));
+    EXPECT_EQ(st.placements(), ParsePlacements("R"));
+    testing::ExpectClose(st.FullTensor().ToDoubleVector(), Stack({a_full, b_full}, 0).ToDoubleVector(), 0, "stack");
+  });
+  testing::OnMesh2D([](const DeviceMesh& mesh) {
+    const Tensor a_full = Values({4, 8}), b_full = Values({4, 8}, DType::kFloat64, 1);
+    DTensor a = DistributeTensor(a_full, mesh, ParsePlacements("R, S(0)"));
+    DTensor b = DistributeTensor(b_full, mesh, ParsePlacements("S(0), R"));
+    DTensor st(Stack({a, b}, 0));
+    EXPECT_EQ(st.placements(), ParsePlacements("S(1), S(1)"));
+    testing::ExpectClose(st.FullTensor().ToDoubleVector(), Stack({a_full, b_full}, 0).ToDoubleVector(), 0, "stack");
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor

@@ -232,16 +232,6 @@ bool AllInputsAgree(const OpCall& call) {
   return true;
 }
 
-// Every defined input in its default shard order (an order FSDP over tensor parallelism leaves, [S(0), S(0)]
-// with tp first, keeps the candidates that follow an input).
-bool DefaultOrders(const OpCall& call) {
-  for (int i = 0; i < call.num_inputs(); ++i) {
-    if (!call.defined(i)) continue;
-    const DTensorSpec& spec = call.spec(i);
-    if (spec.shard_order() != DefaultShardOrder(spec.placements(), spec.ndim())) return false;
-  }
-  return true;
-}
 
 // torch 2.15's single-dim pointwise strategies (_pointwise_ops.py, _common_pointwise_single_dim_strategy), in its
 // order: everything Replicate; each output dim sharded, with every input that carries it whole (not broadcast)
@@ -307,7 +297,7 @@ std::vector<Strategy> Pointwise(const OpCall& call, Linearity lin) {
                  ", not to the shape of the tensor written in place; call ", DescribeCall(call));
   }
   const std::vector<std::string_view> rows = Rows(lin, call);
-  if (call.mesh_ndim() > 1 && !call.op.is_inplace && DefaultOrders(call)) {
+  if (call.mesh_ndim() > 1 && !call.op.is_inplace && InputsInDefaultOrder(call)) {
     return ExpandAxisOptions(call, TorchPointwiseOptions(call, out_shape, rows), {out_shape});
   }
   const Follow follow{call, out_shape, rows, AnyInputSharded(call)};
@@ -470,6 +460,15 @@ bool MixesPartials(const Strategy& s) {
 }
 
 }  // namespace
+
+bool InputsInDefaultOrder(const OpCall& call) {
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (!call.defined(i)) continue;
+    const DTensorSpec& spec = call.spec(i);
+    if (spec.shard_order() != DefaultShardOrder(spec.placements(), spec.ndim())) return false;
+  }
+  return true;
+}
 
 bool AnyInputSharded(const OpCall& call) {
   for (int i = 0; i < call.num_inputs(); ++i) {

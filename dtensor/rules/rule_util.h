@@ -83,6 +83,10 @@ std::vector<Strategy> CombineAxisOptions(const OpCall& call, const std::vector<A
 // Whether some defined input has a Shard on some mesh axis: torch 2.15 offers a single-dim strategy's Shard
 // options (fills its placeholders) only then.
 bool AnyInputSharded(const OpCall& call);
+// Whether every defined input is in its default shard order. Rules that expand torch's single-dim strategies
+// (default-order candidates) keep their per-input candidates otherwise: an order FSDP over tensor parallelism
+// leaves ([S(0), S(0)] with tp first) would be moved back to the default one.
+bool InputsInDefaultOrder(const OpCall& call);
 std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<AxisOption>& options,
                                         const std::vector<std::optional<Shape>>& out_shapes);
 
