@@ -196,6 +196,28 @@ def test_a_replicated_input_of_a_sharded_output_gets_a_partial_gradient():
         np.testing.assert_allclose(db, a_np.T @ c_np, rtol=1e-5, atol=1e-6)
 
 
+def test_a_partial_avg_output_gives_a_replicated_input_an_averaged_gradient():
+    # addmm (the same engine) with a Partial(avg) matrix: the output is Partial(avg), the average of the ranks'
+    # products, so the Replicate matrix's gradient is the average of theirs (read as Partial(sum) it was n times
+    # too large).
+    a_np, b_np, c_np = RNG.standard_normal((4, 3)), RNG.standard_normal((3, 5)), RNG.standard_normal((4, 5))
+
+    def body(mesh):
+        bias = distribute_tensor(t(np.zeros((4, 5))), mesh, [Replicate()])
+        a = DTensor.from_local(t(a_np), mesh, [Partial("avg")])
+        b = distribute_tensor(t(b_np), mesh, [Replicate()]).requires_grad_(True)
+        y = tessel.addmm(bias, a, b)
+        (y * distribute_tensor(t(c_np), mesh, [Replicate()])).sum().backward()
+        return y.placements, y.full_tensor().numpy(), b.grad.placements, b.grad.full_tensor().numpy()
+
+    got = on_ranks(body)
+    for r in (0, 1):
+        y_pl, y, b_pl, db = got[r]
+        assert y_pl == (Partial("avg"),) and b_pl == (Partial("avg"),)
+        np.testing.assert_allclose(y, a_np @ b_np, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(db, a_np.T @ c_np, rtol=1e-5, atol=1e-6)
+
+
 def test_tuple_outputs_keyword_tensors_and_a_non_tensor_first_argument():
     @tessel.library.custom_op("rs_test::center", mutates_args=())
     def center(tag: str, x: tessel.Tensor, *, shift: tessel.Tensor) -> tuple[tessel.Tensor, tessel.Tensor]:

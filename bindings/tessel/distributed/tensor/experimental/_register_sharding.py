@@ -33,7 +33,8 @@ propagator's choice):
 - Autograd: with register_autograd the op stays one node, and its backward runs on the DTensor gradients.
   Without it, autograd records the moves, the local ops and from_local. Each input piece's gradient is read in
   the layout the strategy implies: a Shard keeps its Shard; a Replicate input feeding an output that is sharded or
-  Partial on a mesh dim gets a partial sum from each rank there (Partial(sum)); otherwise Replicate. The moves'
+  Partial on a mesh dim gets a share from each rank there (Partial(avg) under Partial(avg) outputs, else
+  Partial(sum)); otherwise Replicate. The moves'
   backward then brings each gradient back to its input's layout. torch raises at backward instead, since its
   custom op has no autograd formula.
 
@@ -262,11 +263,20 @@ def run_sharded(name, args, kwargs, sharding_fn, kernel, mutated=frozenset(), ou
 def _grad_placements(wanted, outs):
     """The layout of an input piece's gradient as autograd computes it through the local kernel: a Shard stays
     (each rank differentiates its own piece); a Replicate input feeding an output that is sharded or Partial on
-    that mesh dim gets a partial sum from each rank (Partial(sum)); otherwise Replicate (a Partial input's
-    gradient is that of its sum)."""
-    placed = [any(o is not None and not o[a].is_replicate() for o in outs) for a in range(len(wanted))]
-    return [p if p.is_shard() else (_C.Partial() if p.is_replicate() and placed[a] else _C.Replicate())
-            for a, p in enumerate(wanted)]
+    that mesh dim gets a share of its gradient from each rank: Partial(avg) when the outputs there are
+    Partial(avg) (the output is the average of the ranks' results), else Partial(sum); otherwise Replicate (a
+    Partial input's gradient is that of its combined value)."""
+    grads = []
+    for a, p in enumerate(wanted):
+        there = [o[a] for o in outs if o is not None and not o[a].is_replicate()]
+        if p.is_shard():
+            grads.append(p)
+        elif p.is_replicate() and there:
+            avg = all(q.is_partial() and q.reduce_op == "avg" for q in there)
+            grads.append(_C.Partial("avg") if avg else _C.Partial())
+        else:
+            grads.append(_C.Replicate())
+    return grads
 
 
 def _wrap(local, placements, mesh, shape=None):
