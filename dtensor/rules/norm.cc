@@ -27,13 +27,31 @@ std::optional<ShardingState> ReplicatedIf(const OpCall& call, int i) {
   return ReplicatedState(call.mesh_ndim(), call.spec(i).ndim());
 }
 
+// torch 2.15's layer_norm / _fused_rms_norm (layer_norm_single_dim_strategy, rms_norm_single_dim_strategy): per
+// mesh axis everything Replicate, or x, the output and the statistics sharded on one leading dim (when some input
+// is sharded) with the weight and bias Replicate; a Partial x is reduced, reduce-scattered where that is cheaper.
 std::vector<Strategy> NormForwardRule(const OpCall& call) {
   const DTensorSpec& x = call.spec(0);
   TESSEL_CHECK(x.ndim() >= 1, call.op.name, ": input must have at least 1 dim; call ", DescribeCall(call));
   const bool centered = call.op.name == "layer_norm";
-  const ShardingState in = RowsLayout(call.state(0), x.ndim());
   Shape stats = x.shape();
   stats.back() = 1;
+  if (InputsInDefaultOrder(call)) {
+    const size_t n = static_cast<size_t>(call.num_inputs()), outs = centered ? 3 : 2;
+    std::vector<AxisOption> options{
+        {std::vector<Placement>(n, Replicate{}), std::vector<Placement>(outs, Replicate{}), StrategyKind::kReplicate}};
+    if (AnyInputSharded(call)) {
+      for (int64_t d = 0; d + 1 < x.ndim(); ++d) {
+        AxisOption o{std::vector<Placement>(n, Replicate{}), std::vector<Placement>(outs, Shard{d})};
+        o.inputs[0] = Shard{d};
+        options.push_back(std::move(o));
+      }
+    }
+    std::vector<std::optional<Shape>> shapes{x.shape(), stats};
+    if (centered) shapes.push_back(stats);
+    return ExpandAxisOptions(call, options, shapes);
+  }
+  const ShardingState in = RowsLayout(call.state(0), x.ndim());
   Strategy s;
   s.inputs.push_back(in);
   for (int i = 1; i < call.num_inputs(); ++i) s.inputs.push_back(ReplicatedIf(call, i));

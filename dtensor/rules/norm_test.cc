@@ -51,5 +51,22 @@ TEST(NormRulesTest, SequenceParallelNormNeedsNoCommunicationAndGivesPartialWeigh
   });
 }
 
+// torch 2.15's layer_norm strategies (the placement sweep at x [4, 8], w and b [8]): a Partial x next to a sharded
+// weight is reduce-scattered onto its rows and the weight gathered, out [S(0)] (tessel all-reduced x: [R]).
+TEST(NormRulesTest, APartialInputIsReduceScatteredOntoItsRowsAsTorchs) {
+  OnMesh1D(2, [](const DeviceMesh& mesh) {
+    const Tensor x_full = Values({4, 8}), w_full = Values({8}, DType::kFloat64, 1),
+                 b_full = Values({8}, DType::kFloat64, 2);
+    DTensor x = testing::MakeInput(x_full, mesh, ParsePlacements("P(sum)"), false).dt;
+    DTensor w = DistributeTensor(w_full, mesh, ParsePlacements("S(0)"));
+    DTensor b = DistributeTensor(b_full, mesh, ParsePlacements("R"));
+    Tensor out;
+    EXPECT_EQ(CommOf([&] { out = LayerNorm(x, w, b, 1e-5); }), "reduce_scatter(x) x1, all_gather(x) x1");
+    EXPECT_EQ(DTensor(out).placements(), ParsePlacements("S(0)"));
+    testing::ExpectClose(DTensor(out).FullTensor().ToDoubleVector(),
+                         LayerNorm(x_full, w_full, b_full, 1e-5).ToDoubleVector(), 1e-12, "layer_norm");
+  });
+}
+
 }  // namespace
 }  // namespace tessel::dtensor
