@@ -574,7 +574,7 @@ void BindDTensor(py::module_& m) {
                       "_dtensor_redistribute_cost: ", p.placements.size(), " placements for a mesh of ",
                       d.mesh().ndim(), " dims");
     dtensor::ShardingState want{p.placements, p.order.value_or(dtensor::DefaultShardOrder(p.placements, x.dim()))};
-    const std::optional<double> micros = dtensor::RedistributeMicros(d.spec(), want);
+    const std::optional<double> micros = dtensor::RedistributeMicros(d.spec(), want, dtensor::DevicesPerHost(x));
     return micros.value_or(std::numeric_limits<double>::infinity());
   }, py::arg("dtensor"), py::arg("placements"));
   // A strategy's input move (register_sharding): any target, Replicate -> Partial included (the public

@@ -9,6 +9,7 @@
 #include "core/autograd/node.h"
 #include "core/base/error.h"
 #include "core/dispatch/dispatcher.h"
+#include "core/memory/device_backend.h"
 #include "dtensor/dtensor_impl.h"
 #include "dtensor/layout.h"
 #include "dtensor/redistribute.h"
@@ -152,13 +153,29 @@ struct MovePrice {
 };
 
 constexpr double kRingLatencyMicros = 6.6, kHopMicros = 0.6, kBytesPerMicro = 87.7 * (1 << 30) / 1e6;
+// torch's MeshTopoInfo: a mesh dim whose devices, with those of the dims to its right, exceed one host's is
+// inter-host: 2.7 µs per hop and 0.22 of the bandwidth. A host holds torch.<device>.device_count() devices: one
+// for the CPU, so on CPU meshes every dim of more than one rank is inter-host.
+constexpr double kInterHostHopMicros = 2.7, kInterHostBandwidth = 0.22;
 
-double RingMicros(double bytes, int64_t w, int64_t hops) {
-  return kRingLatencyMicros + static_cast<double>(hops) * kHopMicros +
-         bytes * static_cast<double>(hops) / static_cast<double>(w) / kBytesPerMicro;
+struct AxisLink {
+  double hop_micros = kHopMicros;
+  double bytes_per_micro = kBytesPerMicro;
+};
+
+AxisLink LinkOf(const MeshTopology& mesh, int axis, int devices_per_host) {
+  int64_t devices = 1;
+  for (int a = mesh.ndim() - 1; a >= axis; --a) devices *= mesh.size(a);
+  if (devices <= devices_per_host) return {};
+  return {kInterHostHopMicros, kBytesPerMicro * kInterHostBandwidth};
 }
 
-std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& dst) {
+double RingMicros(double bytes, int64_t w, int64_t hops, const AxisLink& link) {
+  return kRingLatencyMicros + static_cast<double>(hops) * link.hop_micros +
+         bytes * static_cast<double>(hops) / static_cast<double>(w) / link.bytes_per_micro;
+}
+
+std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& dst, int devices_per_host) {
   const MeshTopology& mesh = src.mesh();
   int64_t shards = 1;
   for (int a = 0; a < mesh.ndim(); ++a) {
@@ -171,6 +188,7 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
     const Placement& p = src.placement(a);
     const Placement& q = dst.placements[static_cast<size_t>(a)];
     const int64_t w = mesh.size(a);
+    const AxisLink link = LinkOf(mesh, a, devices_per_host);
     if (p == q) continue;
     if (w > 1 && IsPartial(p) && IsPartial(q)) return std::nullopt;
     const int64_t piece = static_cast<int64_t>(running);  // this step's local bytes
@@ -178,20 +196,20 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
     if (IsShard(p) && IsReplicate(q)) {  // all_gather
       sent = piece * (w - 1);
       running *= static_cast<double>(w);
-      price.micros += RingMicros(running, w, w - 1);
+      price.micros += RingMicros(running, w, w - 1, link);
     } else if (IsShard(p) && IsShard(q)) {  // all_to_all
       sent = piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, w - 1) + 1.0;
+      price.micros += RingMicros(running, w, w - 1, link) + 1.0;
     } else if (IsShard(p) && IsPartial(q)) {  // all_gather + partition
       sent = piece * (w - 1);
-      price.micros += RingMicros(running * static_cast<double>(w), w, w - 1);
+      price.micros += RingMicros(running * static_cast<double>(w), w, w - 1, link);
       price.pads_a_shard = true;
     } else if (IsPartial(p) && IsReplicate(q)) {  // all_reduce
       sent = 2 * piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, 2 * (w - 1));
+      price.micros += RingMicros(running, w, 2 * (w - 1), link);
     } else if (IsPartial(p) && IsShard(q)) {  // reduce_scatter
       sent = piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, w - 1);
+      price.micros += RingMicros(running, w, w - 1, link);
       running /= static_cast<double>(w);
     } else if (IsReplicate(p) && IsShard(q)) {
       running /= static_cast<double>(w);
@@ -200,7 +218,9 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
   }
   if (src.placements() == dst.placements && src.shard_order() != dst.order) {  // the same placements, reordered
     if (price.bytes == 0) price.bytes = local;
-    if (price.micros == 0) price.micros = RingMicros(running, 2, 1) + 1.0;  // priced as an all-to-all
+    if (price.micros == 0) {  // priced as an all-to-all
+      price.micros = RingMicros(running, 2, 1, LinkOf(mesh, 0, devices_per_host)) + 1.0;
+    }
   }
   if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) price.micros = 0;
   return price;
@@ -219,10 +239,11 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     const DTensorSpec& spec = call.spec(i);
     if (spec.placements() == want->placements && spec.shard_order() == want->order) continue;
     if (i == 0 && call.op.is_inplace) return std::nullopt;  // the written tensor never moves
-    const std::optional<MovePrice> price = PriceMove(spec, *want);
+    const int per_host = DevicesPerHost(call.inputs[static_cast<size_t>(i)]);
+    const std::optional<MovePrice> price = PriceMove(spec, *want, per_host);
     if (!price) return std::nullopt;
     cost.bytes += price->bytes;
-    const std::optional<double> torch_micros = RedistributeMicros(spec, *want);  // nullopt: a padded Shard
+    const std::optional<double> torch_micros = RedistributeMicros(spec, *want, per_host);  // nullopt: a padded Shard
     cost.micros += torch_micros ? *torch_micros : price->micros;
     cost.padded += price->pads_a_shard;
     ++cost.moved;
@@ -426,8 +447,15 @@ TensorList RunElementwise(const OpCall& call) {
 
 }  // namespace
 
+int DevicesPerHost(const Tensor& t) {
+  const Tensor& local = t.is_distributed() ? AsDTensorImpl(t)->local() : t;
+  if (local.device().is_cpu()) return 1;
+  memory::DeviceBackend* backend = memory::GetDeviceBackend();
+  return backend == nullptr ? 1 : std::max(1, backend->DeviceCount());
+}
+
 std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingState& dst) {
-  const std::optional<MovePrice> price = PriceMove(src, dst);
+  const std::optional<MovePrice> price = PriceMove(src, dst, 1);
   return price ? std::optional<int64_t>(price->bytes) : std::nullopt;
 }
 
@@ -437,7 +465,7 @@ std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingS
 // then first to last for what is left. Each step is priced by _compute_placement_transition_cost, the bytes carried
 // from step to step: a local chunk before a gather shrinks what the gather sends. A shard order other than the
 // default on either side (torch plans those with its graph search) is priced by PriceMove's mesh-order estimate.
-std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst) {
+std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst, int devices_per_host) {
   if (src.placements() == dst.placements && src.shard_order() == dst.order) return 0.0;
   if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) return 0.0;
   const MeshTopology& mesh = src.mesh();
@@ -445,7 +473,7 @@ std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingS
   const auto ndim = static_cast<int64_t>(src.shape().size());
   if (src.shard_order() != DefaultShardOrder(src.placements(), ndim) ||
       dst.order != DefaultShardOrder(dst.placements, ndim)) {
-    const std::optional<MovePrice> price = PriceMove(src, dst);
+    const std::optional<MovePrice> price = PriceMove(src, dst, devices_per_host);
     if (!price || price->pads_a_shard) return std::nullopt;
     return price->micros;
   }
@@ -457,16 +485,17 @@ std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingS
   double micros = 0;
   const auto step = [&](int a, const Placement& p, const Placement& q) -> bool {  // false: infinite
     const int64_t w = mesh.size(a);
+    const AxisLink link = LinkOf(mesh, a, devices_per_host);
     if (p == q) return true;
     if (IsShard(p) && IsReplicate(q)) {
       bytes *= static_cast<double>(w);
-      micros += RingMicros(bytes, w, w - 1);
+      micros += RingMicros(bytes, w, w - 1, link);
     } else if (IsShard(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1) + 1.0;
+      micros += RingMicros(bytes, w, w - 1, link) + 1.0;
     } else if (IsPartial(p) && IsReplicate(q)) {
-      micros += RingMicros(bytes, w, 2 * (w - 1));
+      micros += RingMicros(bytes, w, 2 * (w - 1), link);
     } else if (IsPartial(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1);
+      micros += RingMicros(bytes, w, w - 1, link);
       bytes /= static_cast<double>(w);
     } else if (IsShard(p) || IsPartial(p)) {  // Shard -> Partial, Partial -> another Partial
       return false;

@@ -78,6 +78,9 @@ std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingS
 // PyTorch's estimate of that move in microseconds (torch/distributed/tensor/_collective_utils.py, redistribute_cost:
 // the model the strategy choice prices moves with); nullopt where torch's model is infinite: a Partial changing its
 // reduce op, or a Shard padded into a Partial. Python's register_sharding chooses among a user's strategies with it.
-std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst);
+// `devices_per_host`: torch's torch.<device>.device_count(), one for CPU tensors (DevicesPerHost), which makes
+// every mesh dim of more than one rank inter-host in torch's model (MeshTopoInfo).
+std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst, int devices_per_host);
+int DevicesPerHost(const Tensor& t);
 
 }  // namespace tessel::dtensor
