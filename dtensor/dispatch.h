@@ -15,10 +15,11 @@
 //     under ImplicitReplicationGuard (below), where one that does not require grad is Replicate.
 //   * All DTensor inputs must live on one mesh (kInvalidArgument naming both meshes).
 //   * Strategy choice: fewest Shards padded into Partials, then cheapest by PyTorch's cost model (a latency
-//     per collective, an all-to-all penalty, bytes at 87.7 GB/s, over torch's greedy redistribute steps:
-//     RedistributeMicros), then by bytes
-//     moved, by number of inputs that change layout, by an ordered table of strategy kinds (TieBreakRank),
-//     then by rule order.
+//     per collective, an all-to-all penalty, per-hop latency and bandwidth of torch's MeshTopoInfo (every
+//     dim of a CPU mesh inter-host), over torch's greedy redistribute steps: RedistributeMicros), then by
+//     bytes moved, by number of inputs that change layout, by an ordered table of strategy kinds
+//     (TieBreakRank), then by rule order; rules that list candidates in torch's order (Strategy::torch_ties)
+//     skip the bytes and kind tie-breaks, as torch takes the first of the cheapest.
 //   * Inputs move with the redistribute executor, under grad mode off: autograd (above Dispatch) records
 //     the op itself at the DTensor level, and its backward formula runs through this path again.
 //   * In-place ops (add_, mul_, copy_, adamw_step_, sgd_step_) write into input 0's local shard, which
