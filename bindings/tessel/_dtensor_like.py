@@ -74,11 +74,13 @@ def _on_pieces(fn, *args):
     return tuple(wrap(o) for o in out) if isinstance(out, tuple) else wrap(out)
 
 
-def _distributed_like(t, make_local, dtype, requires_grad):
+def _distributed_like(t, make_local, dtype, requires_grad, keep_partial=False):
     """A DTensor of t's global shape on t's mesh (_like_placements), each rank's piece make_local(its shape,
-    dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's."""
+    dtype): zeros_like(param) on a fully_shard parameter is a DTensor shard, as torch's. keep_partial: t's
+    placements as they are, Partial included (torch's empty_like: its values are unspecified anyway)."""
     local = make_local(list(t.to_local().shape), dtype or t.dtype)
-    out = _C.from_local(local, t.device_mesh, _like_placements(t), list(t.shape), list(t.stride()), False)
+    placements = list(t.placements) if keep_partial else _like_placements(t)
+    out = _C.from_local(local, t.device_mesh, placements, list(t.shape), list(t.stride()), False)
     return out.requires_grad_(True) if requires_grad else out
 
 

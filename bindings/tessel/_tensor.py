@@ -767,7 +767,8 @@ def is_tensor(obj):
 
 def empty_like(t, *, dtype=None, device=None, requires_grad=False):
     if t.is_distributed:
-        return _distributed_like(t, lambda shape, dt: empty(*shape, dtype=dt), dtype, requires_grad)
+        return _distributed_like(t, lambda shape, dt: empty(*shape, dtype=dt), dtype, requires_grad,
+                                 keep_partial=True)
     return _finish(_in_memory_order(t, lambda shape: empty(*shape, dtype=dtype or t.dtype)), requires_grad)
 
 

@@ -435,6 +435,19 @@ def test_composed_maximum_and_atan2_reduce_scatter_a_partial_on_a_two_dim_mesh_a
         assert got[r] == [((Shard(1), Shard(0)), 1, approx(want)), ((Shard(1), Shard(0)), 1, approx(angle))]
 
 
+def test_empty_like_keeps_a_partial_and_the_filled_likes_replicate_it_as_torchs():
+    # torch 2.15 (the placement sweep): empty_like of a Partial(sum) DTensor is Partial(sum); zeros_like, ones_like
+    # and full_like give Replicate
+    def fn(rank, mesh):
+        p = partial(rank, mesh)
+        return [tuple(f(p).placements) for f in (tessel.empty_like, tessel.zeros_like, tessel.ones_like,
+                                                  lambda x: tessel.full_like(x, 2.0))]
+
+    got = on_ranks(fn)
+    for r in (0, 1):
+        assert got[r] == [(Partial(),), (Replicate(),), (Replicate(),), (Replicate(),)]
+
+
 def _placed(full, mesh, placements):
     """A DTensor of `full`: Shard / Replicate as distribute_tensor cuts it; a Partial(sum) axis holds the value on
     its coordinate 0 and zeros on the others."""
