@@ -175,6 +175,29 @@ double RingMicros(double bytes, int64_t w, int64_t hops, const AxisLink& link) {
          bytes * static_cast<double>(hops) / static_cast<double>(w) / link.bytes_per_micro;
 }
 
+// One transition on a mesh axis of w ranks as torch's _compute_placement_transition_cost prices it: its time, with
+// `bytes` (the piece torch's model carries from step to step) grown by an all_gather and shrunk by a reduce-scatter
+// or a local chunk; nullopt where torch's model is infinite (a Shard, or a Partial of another op, made Partial).
+std::optional<double> StepMicros(const Placement& p, const Placement& q, int64_t w, const AxisLink& link,
+                                 double& bytes) {
+  const auto ranks = static_cast<double>(w);
+  if (p == q) return 0.0;
+  if (IsShard(p) && IsReplicate(q)) {  // all_gather
+    bytes *= ranks;
+    return RingMicros(bytes, w, w - 1, link);
+  }
+  if (IsShard(p) && IsShard(q)) return RingMicros(bytes, w, w - 1, link) + 1.0;    // all_to_all
+  if (IsPartial(p) && IsReplicate(q)) return RingMicros(bytes, w, 2 * (w - 1), link);  // all_reduce
+  if (IsPartial(p) && IsShard(q)) {  // reduce_scatter
+    const double micros = RingMicros(bytes, w, w - 1, link);
+    bytes /= ranks;
+    return micros;
+  }
+  if (IsShard(p) || IsPartial(p)) return std::nullopt;  // -> a Partial
+  if (IsShard(q)) bytes /= ranks;                         // local chunk; Replicate -> Partial is free too
+  return 0.0;
+}
+
 std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& dst, int devices_per_host) {
   const MeshTopology& mesh = src.mesh();
   int64_t shards = 1;
@@ -193,26 +216,15 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
     if (w > 1 && IsPartial(p) && IsPartial(q)) return std::nullopt;
     const int64_t piece = static_cast<int64_t>(running);  // this step's local bytes
     int64_t sent = 0;  // R -> S (local chunk) and R -> P (partition) send nothing
-    if (IsShard(p) && IsReplicate(q)) {  // all_gather
-      sent = piece * (w - 1);
-      running *= static_cast<double>(w);
-      price.micros += RingMicros(running, w, w - 1, link);
-    } else if (IsShard(p) && IsShard(q)) {  // all_to_all
-      sent = piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, w - 1, link) + 1.0;
-    } else if (IsShard(p) && IsPartial(q)) {  // all_gather + partition
+    if (IsShard(p) && IsPartial(q)) {  // all_gather + partition: infinite in torch's model, priced here
       sent = piece * (w - 1);
       price.micros += RingMicros(running * static_cast<double>(w), w, w - 1, link);
       price.pads_a_shard = true;
-    } else if (IsPartial(p) && IsReplicate(q)) {  // all_reduce
-      sent = 2 * piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, 2 * (w - 1), link);
-    } else if (IsPartial(p) && IsShard(q)) {  // reduce_scatter
-      sent = piece * (w - 1) / w;
-      price.micros += RingMicros(running, w, w - 1, link);
-      running /= static_cast<double>(w);
-    } else if (IsReplicate(p) && IsShard(q)) {
-      running /= static_cast<double>(w);
+    } else if (const std::optional<double> micros = StepMicros(p, q, w, link, running)) {
+      price.micros += *micros;
+      if (IsShard(p) && IsReplicate(q)) sent = piece * (w - 1);                     // all_gather
+      if (IsPartial(p) && IsReplicate(q)) sent = 2 * piece * (w - 1) / w;           // all_reduce
+      if (!IsReplicate(p) && IsShard(q)) sent = piece * (w - 1) / w;                // all_to_all, reduce_scatter
     }
     if (w > 1) price.bytes += sent;
   }
@@ -226,7 +238,64 @@ std::optional<MovePrice> PriceMove(const DTensorSpec& src, const ShardingState& 
   return price;
 }
 
-std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index) {
+// torch's redistribute_cost (_collective_utils.py) over the steps of its greedy planner
+// (generate_greedy_transform_infos in _redistribute.py): on a mesh of several dims with a sharded source, the dims
+// from last to first (a dim whose target Shard would nest differently from its source's is made Replicate first),
+// then first to last for what is left, each step priced by StepMicros: a local chunk before a gather shrinks what
+// the gather sends. `price` is PriceMove's for the same move: its mesh-order estimate stands in where the source or
+// the target has a shard order other than the default (torch plans those with its graph search). nullopt where
+// torch's model is infinite.
+std::optional<double> TorchMicros(const DTensorSpec& src, const ShardingState& dst, int devices_per_host,
+                                  const MovePrice& price) {
+  if (price.pads_a_shard) return std::nullopt;
+  if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) return 0.0;
+  const MeshTopology& mesh = src.mesh();
+  const int n = mesh.ndim();
+  const auto ndim = static_cast<int64_t>(src.shape().size());
+  if (src.shard_order() != DefaultShardOrder(src.placements(), ndim) ||
+      dst.order != DefaultShardOrder(dst.placements, ndim)) {
+    return price.micros;
+  }
+  int64_t shards = 1;
+  for (int a = 0; a < n; ++a) {
+    if (IsShard(src.placement(a))) shards *= mesh.size(a);
+  }
+  double bytes = static_cast<double>(src.numel() * ElementSize(src.dtype())) / static_cast<double>(shards);
+  double micros = 0;
+  const auto step = [&](int a, const Placement& p, const Placement& q) {  // false: infinite
+    const std::optional<double> m = StepMicros(p, q, mesh.size(a), LinkOf(mesh, a, devices_per_host), bytes);
+    micros += m.value_or(0.0);
+    return m.has_value();
+  };
+  std::vector<Placement> cur = src.placements();
+  const std::vector<Placement>& want = dst.placements;
+  const auto shards_of = [&](const std::vector<Placement>& pl, int64_t dim, int below) {
+    std::vector<int> axes;
+    for (int i = 0; i < below; ++i) {
+      if (const Shard* s = std::get_if<Shard>(&pl[static_cast<size_t>(i)]); s != nullptr && s->dim == dim) {
+        axes.push_back(i);
+      }
+    }
+    return axes;
+  };
+  if (n > 1 && shards > 1) {
+    for (int a = n - 1; a >= 0; --a) {
+      Placement target = want[static_cast<size_t>(a)];
+      if (const Shard* s = std::get_if<Shard>(&target);
+          s != nullptr && shards_of(cur, s->dim, a) != shards_of(want, s->dim, a)) {
+        target = Replicate{};
+      }
+      if (!step(a, cur[static_cast<size_t>(a)], target)) return std::nullopt;
+      cur[static_cast<size_t>(a)] = target;
+    }
+  }
+  for (int a = 0; a < n; ++a) {
+    if (!step(a, cur[static_cast<size_t>(a)], want[static_cast<size_t>(a)])) return std::nullopt;
+  }
+  return micros;
+}
+
+std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index, int per_host) {
   TESSEL_INTERNAL_ASSERT(s.inputs.size() == static_cast<size_t>(call.num_inputs()), call.op.name,
                          ": a sharding strategy lists ", s.inputs.size(), " inputs for ", call.num_inputs());
   Cost cost{.micros = static_cast<double>(s.extra_comm_bytes) / kBytesPerMicro, .bytes = s.extra_comm_bytes,
@@ -239,12 +308,10 @@ std::optional<Cost> Evaluate(const OpCall& call, const Strategy& s, size_t index
     const DTensorSpec& spec = call.spec(i);
     if (spec.placements() == want->placements && spec.shard_order() == want->order) continue;
     if (i == 0 && call.op.is_inplace) return std::nullopt;  // the written tensor never moves
-    const int per_host = DevicesPerHost(call.inputs[static_cast<size_t>(i)]);
     const std::optional<MovePrice> price = PriceMove(spec, *want, per_host);
     if (!price) return std::nullopt;
     cost.bytes += price->bytes;
-    const std::optional<double> torch_micros = RedistributeMicros(spec, *want, per_host);  // nullopt: a padded Shard
-    cost.micros += torch_micros ? *torch_micros : price->micros;
+    cost.micros += TorchMicros(spec, *want, per_host, *price).value_or(price->micros);  // nullopt: a padded Shard
     cost.padded += price->pads_a_shard;
     ++cost.moved;
   }
@@ -263,8 +330,15 @@ struct Choice {
 
 Choice Choose(const OpCall& call, const std::vector<Strategy>& candidates) {
   Choice best;
+  int per_host = 1;  // torch's MeshTopoInfo: the devices one host holds, read from the inputs' device
+  for (int i = 0; i < call.num_inputs(); ++i) {
+    if (call.defined(i)) {
+      per_host = DevicesPerHost(call.inputs[static_cast<size_t>(i)]);
+      break;
+    }
+  }
   for (size_t k = 0; k < candidates.size(); ++k) {
-    const std::optional<Cost> c = Evaluate(call, candidates[k], k);
+    const std::optional<Cost> c = Evaluate(call, candidates[k], k, per_host);
     if (c && (best.strategy == nullptr || *c < best.cost)) best = {&candidates[k], *c};
   }
   if (best.strategy != nullptr) return best;
@@ -459,77 +533,10 @@ std::optional<int64_t> RedistributeBytes(const DTensorSpec& src, const ShardingS
   return price ? std::optional<int64_t>(price->bytes) : std::nullopt;
 }
 
-// torch's redistribute_cost (_collective_utils.py) over the steps of its greedy planner
-// (generate_greedy_transform_infos in _redistribute.py): on a mesh of several dims with a sharded source, the dims
-// from last to first (a dim whose target Shard would nest differently from its source's is made Replicate first),
-// then first to last for what is left. Each step is priced by _compute_placement_transition_cost, the bytes carried
-// from step to step: a local chunk before a gather shrinks what the gather sends. A shard order other than the
-// default on either side (torch plans those with its graph search) is priced by PriceMove's mesh-order estimate.
 std::optional<double> RedistributeMicros(const DTensorSpec& src, const ShardingState& dst, int devices_per_host) {
   if (src.placements() == dst.placements && src.shard_order() == dst.order) return 0.0;
-  if (std::all_of(src.placements().begin(), src.placements().end(), IsReplicate)) return 0.0;
-  const MeshTopology& mesh = src.mesh();
-  const int n = mesh.ndim();
-  const auto ndim = static_cast<int64_t>(src.shape().size());
-  if (src.shard_order() != DefaultShardOrder(src.placements(), ndim) ||
-      dst.order != DefaultShardOrder(dst.placements, ndim)) {
-    const std::optional<MovePrice> price = PriceMove(src, dst, devices_per_host);
-    if (!price || price->pads_a_shard) return std::nullopt;
-    return price->micros;
-  }
-  int64_t shards = 1;
-  for (int a = 0; a < n; ++a) {
-    if (IsShard(src.placement(a))) shards *= mesh.size(a);
-  }
-  double bytes = static_cast<double>(src.numel() * ElementSize(src.dtype())) / static_cast<double>(shards);
-  double micros = 0;
-  const auto step = [&](int a, const Placement& p, const Placement& q) -> bool {  // false: infinite
-    const int64_t w = mesh.size(a);
-    const AxisLink link = LinkOf(mesh, a, devices_per_host);
-    if (p == q) return true;
-    if (IsShard(p) && IsReplicate(q)) {
-      bytes *= static_cast<double>(w);
-      micros += RingMicros(bytes, w, w - 1, link);
-    } else if (IsShard(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1, link) + 1.0;
-    } else if (IsPartial(p) && IsReplicate(q)) {
-      micros += RingMicros(bytes, w, 2 * (w - 1), link);
-    } else if (IsPartial(p) && IsShard(q)) {
-      micros += RingMicros(bytes, w, w - 1, link);
-      bytes /= static_cast<double>(w);
-    } else if (IsShard(p) || IsPartial(p)) {  // Shard -> Partial, Partial -> another Partial
-      return false;
-    } else if (IsShard(q)) {
-      bytes /= static_cast<double>(w);
-    }
-    return true;
-  };
-  std::vector<Placement> cur = src.placements();
-  const std::vector<Placement>& want = dst.placements;
-  const auto shards_of = [&](const std::vector<Placement>& pl, int64_t dim, int below) {
-    std::vector<int> axes;
-    for (int i = 0; i < below; ++i) {
-      if (const Shard* s = std::get_if<Shard>(&pl[static_cast<size_t>(i)]); s != nullptr && s->dim == dim) {
-        axes.push_back(i);
-      }
-    }
-    return axes;
-  };
-  if (n > 1 && shards > 1) {
-    for (int a = n - 1; a >= 0; --a) {
-      Placement target = want[static_cast<size_t>(a)];
-      if (const Shard* s = std::get_if<Shard>(&target);
-          s != nullptr && shards_of(cur, s->dim, a) != shards_of(want, s->dim, a)) {
-        target = Replicate{};
-      }
-      if (!step(a, cur[static_cast<size_t>(a)], target)) return std::nullopt;
-      cur[static_cast<size_t>(a)] = target;
-    }
-  }
-  for (int a = 0; a < n; ++a) {
-    if (!step(a, cur[static_cast<size_t>(a)], want[static_cast<size_t>(a)])) return std::nullopt;
-  }
-  return micros;
+  const std::optional<MovePrice> price = PriceMove(src, dst, devices_per_host);
+  return price ? TorchMicros(src, dst, devices_per_host, *price) : std::nullopt;
 }
 
 TensorList DispatchDistributed(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {

@@ -515,40 +515,42 @@ std::vector<Strategy> ExpandAxisOptions(const OpCall& call, const std::vector<Ax
       if (reachable) per_axis[a].push_back(&o);
     }
   }
+  const auto candidate = [&](const std::vector<const AxisOption*>& choice) {
+    Strategy s = AssembleOptions(call, choice, out_shapes);
+    s.kind = StrategyKind::kFollow;
+    s.torch_ties = true;  // equal costs go to the earlier candidate, as torch's selection
+    return s;
+  };
   // The candidate that moves no input, when every axis has an option its inputs already match: torch selects
   // it over every other (its cost is 0 and nothing is redistributed), so it is the only one listed.
-  std::vector<std::vector<const AxisOption*>> kept(axes);
+  std::vector<const AxisOption*> unmoved;
   for (size_t a = 0; a < axes; ++a) {
-    for (const AxisOption* o : per_axis[a]) {
-      bool same = true;
-      for (int i = 0; i < call.num_inputs() && same; ++i) {
-        same = !call.defined(i) || o->inputs[static_cast<size_t>(i)] == call.spec(i).placement(static_cast<int>(a));
+    const auto same = [&](const AxisOption* o) {
+      for (int i = 0; i < call.num_inputs(); ++i) {
+        if (call.defined(i) && o->inputs[static_cast<size_t>(i)] != call.spec(i).placement(static_cast<int>(a))) {
+          return false;
+        }
       }
-      if (same && kept[a].empty()) kept[a].push_back(o);
-    }
+      return true;
+    };
+    const auto found = std::find_if(per_axis[a].begin(), per_axis[a].end(), same);
+    if (found == per_axis[a].end()) break;
+    unmoved.push_back(*found);
   }
-  if (std::none_of(kept.begin(), kept.end(), [](const auto& k) { return k.empty(); })) {
-    std::vector<const AxisOption*> choice;
-    for (size_t a = 0; a < axes; ++a) choice.push_back(kept[a][0]);
-    Strategy s = AssembleOptions(call, choice, out_shapes);
+  if (unmoved.size() == axes) {
+    Strategy s = candidate(unmoved);
     bool current = !MixesPartials(s);
     for (int i = 0; i < call.num_inputs() && current; ++i) {
       current = !call.defined(i) || *s.inputs[static_cast<size_t>(i)] == call.state(i);
     }
-    if (current) {
-      s.kind = StrategyKind::kFollow;
-      s.torch_ties = true;
-      return {std::move(s)};
-    }
+    if (current) return {std::move(s)};
   }
   std::vector<Strategy> out;
   std::vector<size_t> idx(axes, 0);
   while (true) {
     std::vector<const AxisOption*> choice;
     for (size_t a = 0; a < axes; ++a) choice.push_back(per_axis[a][idx[a]]);
-    Strategy s = AssembleOptions(call, choice, out_shapes);
-    s.kind = StrategyKind::kFollow;
-    s.torch_ties = true;  // equal costs go to the earlier candidate, as torch's selection
+    Strategy s = candidate(choice);
     bool shardable = !MixesPartials(s);  // torch drops a spec mixing Partial ops (sum with avg excepted)
     // torch's is_tensor_shardable: no dim split over more ranks than it has elements
     for (int i = 0; i < call.num_inputs() && shardable; ++i) {
