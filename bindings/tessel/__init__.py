@@ -121,6 +121,7 @@ for _name, _fn in _wrap_composed(_special.FUNCTIONS).items():
 from ._tensor import Size, broadcast_shapes, broadcast_tensors, empty_like, is_tensor, normal  # noqa: E402,F401
 from ._host_random import _sample_dirichlet, _standard_gamma, binomial, poisson  # noqa: E402,F401
 from ._setitem import _index_put as index_put  # noqa: E402,F401 (torch.index_put; Tensor.index_put_ in place)
+from ._grouped_mm import _grouped_mm  # noqa: E402,F401 (Mixture-of-Experts grouped GEMM)
 from . import _repr  # noqa: E402 (printing with values, as torch prints)
 Tensor.__repr__ = Tensor.__str__ = _repr.tensor_repr
 Tensor.__format__ = _repr.tensor_format

@@ -10,8 +10,8 @@ import numpy as np
 import tessel
 import tessel.nn.functional as F
 from tessel.distributed.device_mesh import init_device_mesh
-from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
-from ranks_testing import on_ranks as ranks
+from tessel.distributed.tensor import Partial, Replicate, Shard
+from ranks_testing import on_ranks as ranks, placed
 
 MESH = (2, 3)
 rng = np.random.default_rng(3)
@@ -45,14 +45,6 @@ def placements_for(ndim):
     one = [Shard(d) for d in range(ndim)] + [Replicate(), Partial()]
     return list(itertools.product(one, repeat=len(MESH)))
 
-def make(mesh, full, pl):
-    base = [Replicate() if p.is_partial() else p for p in pl]
-    local = distribute_tensor(tessel.tensor(full), mesh, base).to_local()
-    coord = mesh.get_coordinate()
-    if any(p.is_partial() and coord[a] != 0 for a, p in enumerate(pl)):
-        local = local * 0.0
-    return DTensor.from_local(local, mesh, pl, shape=full.shape, stride=None)
-
 random.seed(0)
 cases = []
 for name, (keys, fn) in OPS.items():
@@ -68,7 +60,7 @@ def body(rank):
         fn = OPS[name][1]
         grad_ok = name not in ("argmax1",)
         try:
-            args = [make(mesh, DATA[k], list(p)) for k, p in zip(keys, pls)]
+            args = [placed(DATA[k], mesh, p) for k, p in zip(keys, pls)]
             if grad_ok:
                 args = [a.requires_grad_(True) for a in args]
             res = fn(tessel, *args)

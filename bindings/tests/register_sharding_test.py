@@ -9,7 +9,7 @@ import tessel
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from tessel.distributed.tensor.experimental import implicit_replication, register_sharding
-from ranks_testing import on_ranks as ranks
+from ranks_testing import on_ranks as ranks, placed as placed_np
 
 RNG = np.random.default_rng(11)
 
@@ -53,13 +53,7 @@ def softmax64(a):
 
 
 def placed(full, mesh, placements):
-    """A DTensor of `full` in `placements`; a Partial axis holds the value on its coordinate 0, zeros elsewhere."""
-    base = [Replicate() if p.is_partial() else p for p in placements]
-    local = distribute_tensor(t(full), mesh, base).to_local()
-    coord = mesh.get_coordinate()
-    if any(p.is_partial() and coord[a] != 0 for a, p in enumerate(placements)):
-        local = local * 0
-    return DTensor.from_local(local, mesh, placements, shape=full.shape, stride=None)
+    return placed_np(np.asarray(full, dtype=np.float32), mesh, placements)
 
 
 def test_one_dim_mesh_picks_torchs_strategy_with_exact_collectives_and_values():

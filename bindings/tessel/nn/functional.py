@@ -19,6 +19,7 @@ from .._C._functional import (  # noqa: F401
 
 
 from .. import backends as _backends  # (its sdp flags: scaled_dot_product_attention reads them)
+from .._grouped_mm import grouped_mm  # noqa: F401,E402 (Mixture-of-Experts grouped GEMM)
 
 _NO_VIABLE_BACKEND = ("No viable backend for scaled_dot_product_attention was found. This is likely due to turning "
                       "off both the math kernel and the fused kernels.")
