@@ -1,0 +1,69 @@
+"""examples/python/train_moe_ep.py: expert parallelism over 2 and 4 rank threads equals the one-rank model on the
+same global batch step for step, its loss falls, each rank runs exactly the collectives the schedule implies, and a
+layout the ranks cannot split is refused with a message."""
+import contextlib
+import io
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tessel  # noqa: E402
+import train_moe_ep  # noqa: E402
+
+
+def run(ep, flags, traced=False):
+    """(rank 0's printed text, rank 0's losses, {rank: collective summary} when traced)."""
+    args = train_moe_ep.parse_args(flags + ["--ep", str(ep)])
+    out, losses, traces = io.StringIO(), {}, {}
+
+    def rank_fn(world):
+        tracer = tessel.CommTracer() if traced else contextlib.nullcontext()
+        with tracer:
+            got = train_moe_ep.main(args)
+        if traced:
+            traces[world.rank] = tracer.summary()
+        if got:
+            losses[world.rank] = got
+
+    with contextlib.redirect_stdout(out):
+        tessel.run_ranks(ep, rank_fn)
+    assert list(losses) == [0], losses  # rank 0 reports
+    return out.getvalue(), np.array(losses[0]), traces
+
+
+def test_two_expert_parallel_ranks_train_as_one_rank():
+    flags = ["--steps", "10"]
+    text, losses, _ = run(2, flags)
+    lines = [l for l in text.splitlines() if l.startswith("step ")]
+    assert len(lines) == 10 and all(re.search(r"\| [0-9]+ tokens/s$", l) for l in lines), text
+    assert losses[-1] < losses[0] - 1.0, losses
+    _, one, _ = run(1, flags)
+    # the experts see the same tokens in the same order (rank 0's pairs, then rank 1's); only the all-reduced
+    # dense gradients and losses add in another order
+    np.testing.assert_allclose(losses, one, rtol=0, atol=2e-6)
+
+
+def test_four_ranks_with_two_experts_each_train_as_one_rank():
+    flags = ["--steps", "4", "--experts", "8"]
+    np.testing.assert_allclose(run(4, flags)[1], run(1, flags)[1], rtol=0, atol=2e-6)
+
+
+def test_each_step_runs_the_schedules_collectives():
+    # per MoE layer: forward all_to_alls of the counts, the tokens out and back (3), backward the two token
+    # all_to_alls (2); 2 layers. all_reduce: the 13 dense gradients (embedding, 2 x (2 norms, wqkv, wo, router),
+    # final norm, output) and the loss.
+    _, _, traces = run(2, ["--steps", "1"], traced=True)
+    assert traces == {r: "all_to_all(world) x10, all_reduce(world) x14" for r in (0, 1)}, traces
+
+
+def test_a_layout_the_ranks_cannot_split_is_refused():
+    with pytest.raises(SystemExit, match="--experts and --global-batch must be multiples of --ep"):
+        run(2, ["--steps", "1", "--experts", "3"])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
