@@ -4,7 +4,9 @@ torchtitan, whose experts run as grouped GEMMs (F.grouped_mm) and travel between
 all-to-alls (torch.distributed._functional_collectives.all_to_all_single).
 
 Expert parallelism (EP) over every rank: rank r holds experts [r·E/ep, (r+1)·E/ep) and its own share of the global
-batch (data parallel); the dense parameters are replicated and their gradients summed over the ranks. Per MoE layer:
+batch (data parallel); the dense parameters are replicated and their gradients summed over the ranks, or with --fsdp
+sharded by fully_shard over the same ranks (each block, then the root; the experts are its ignored_params, as
+torchtitan keeps expert weights out of the dense FSDP groups when EP spans the data-parallel ranks). Per MoE layer:
   route   each token's top-k experts (softmax router scores), the (token, expert) pairs sorted by expert
   send    all_to_all of the pair counts, then of the tokens: each rank receives the pairs of its experts
   compute grouped_mm over the local experts (SwiGLU: w2·(silu(w1·x) ⊙ w3·x))
@@ -13,6 +15,7 @@ The backward runs the two all-to-alls in reverse (autograd). With --ep 1 the sam
 the whole global batch, and training equals it step for step (train_moe_ep_test.py).
 
     python3 examples/python/train_moe_ep.py --ep 2 --steps 20      # 2 rank threads
+    python3 examples/python/train_moe_ep.py --ep 2 --fsdp          # dense weights fully sharded
     tessel_run --nproc-per-node 2 python3 examples/python/train_moe_ep.py --ep 2
 Prints one progress line per step from rank 0.
 
@@ -28,6 +31,8 @@ import tessel.distributed as dist
 import tessel.distributed._functional_collectives as funcol
 import tessel.nn as nn
 import tessel.nn.functional as F
+from tessel.distributed.device_mesh import init_device_mesh
+from tessel.distributed.fsdp import fully_shard
 
 
 class MoE(nn.Module):
@@ -129,8 +134,13 @@ def main(args):
     if args.experts % args.ep or args.global_batch % args.ep:
         raise SystemExit("--experts and --global-batch must be multiples of --ep")
     model = MoELM(args, rank)
-    expert_params = {id(p) for n, p in model.named_parameters() if ".moe.w" in n}
-    dense = [p for p in model.parameters() if id(p) not in expert_params]
+    experts = {p for n, p in model.named_parameters() if ".moe.w" in n}
+    dense = [p for p in model.parameters() if p not in experts]
+    if args.fsdp:
+        mesh = init_device_mesh("cpu", (args.ep,), mesh_dim_names=("dp",))
+        for module in list(model.layers) + [model]:
+            fully_shard(module, mesh=mesh, ignored_params=experts)
+            module.set_gradient_divide_factor(1.0)  # sum the ranks' shares of the loss, as the experts do
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     local_b = args.global_batch // args.ep
     losses = []
@@ -143,8 +153,9 @@ def main(args):
         opt.zero_grad()
         loss.backward()
         if args.ep > 1:
-            for p in dense:  # data parallel: the replicated weights see every rank's tokens
-                dist.all_reduce(p.grad)
+            if not args.fsdp:
+                for p in dense:  # data parallel: the replicated weights see every rank's tokens
+                    dist.all_reduce(p.grad)
             dist.all_reduce(loss)
         opt.step()
         losses.append(loss.item())
@@ -170,6 +181,7 @@ def parse_args(argv=None):
     p.add_argument("--global-batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fsdp", action="store_true", help="shard the dense weights with fully_shard")
     return p.parse_args(argv)
 
 

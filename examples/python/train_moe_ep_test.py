@@ -1,5 +1,5 @@
-"""examples/python/train_moe_ep.py: expert parallelism over 2 and 4 rank threads equals the one-rank model on the
-same global batch step for step, its loss falls, each rank runs exactly the collectives the schedule implies, and a
+"""examples/python/train_moe_ep.py: expert parallelism over 2 and 4 rank threads, with the dense weights replicated or
+fully sharded, equals the one-rank model on the same global batch step for step, its loss falls, each rank runs exactly the collectives the schedule implies, and a
 layout the ranks cannot split is refused with a message."""
 import contextlib
 import io
@@ -58,6 +58,20 @@ def test_each_step_runs_the_schedules_collectives():
     # final norm, output) and the loss.
     _, _, traces = run(2, ["--steps", "1"], traced=True)
     assert traces == {r: "all_to_all(world) x10, all_reduce(world) x14" for r in (0, 1)}, traces
+
+
+def test_fully_sharded_dense_weights_with_expert_parallelism_train_as_one_rank():
+    # fully_shard per block and the root over the same 2 ranks, the experts left to expert parallelism
+    flags = ["--steps", "8"]
+    _, losses, _ = run(2, flags + ["--fsdp"])
+    np.testing.assert_allclose(losses, run(1, flags)[1], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(run(4, ["--steps", "3", "--experts", "8", "--fsdp"])[1],
+                               run(1, ["--steps", "3", "--experts", "8"])[1], rtol=0, atol=2e-6)
+    # FSDP's collectives replace the 13 gradient all_reduces: forward all-gathers for the 2 blocks and the root,
+    # backward ones for the 2 blocks (the root keeps its weights), a reduce-scatter per group; the all_to_alls stay
+    _, _, traces = run(2, ["--steps", "1", "--fsdp"], traced=True)
+    want = "all_gather(dp) x5, all_to_all(world) x10, reduce_scatter(dp) x3, all_reduce(world) x1"
+    assert traces == {0: want, 1: want}, traces
 
 
 def test_a_layout_the_ranks_cannot_split_is_refused():
