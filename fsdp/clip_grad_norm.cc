@@ -53,7 +53,9 @@ double SumOfSquares(const Tensor& t) {
   return total;
 }
 
-// The local tensor and how many ranks hold a copy of each of its elements.
+// The local tensor and how many ranks of the group hold a copy of each of its elements. A DTensor on a sub-mesh
+// of the group counts as replicated over the group's other sub-meshes of its shape: FSDP's plain parameters live
+// on mesh["dp"] of a (dp, tp) mesh (torch's layout), one copy per tp coordinate.
 std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
   const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(grad);
   if (d == nullptr) return {grad, static_cast<double>(world_size)};
@@ -63,9 +65,9 @@ std::pair<Tensor, double> LocalAndCopies(const Tensor& grad, int world_size) {
                            d->spec().ToString(), " left unreduced");
     if (!dtensor::IsShard(d->spec().placement(a))) copies *= static_cast<double>(d->mesh().size(a));
   }
-  TESSEL_CHECK(d->mesh().size() == world_size, "clip_grad_norm: a gradient lives on ", d->mesh().ToString(),
+  TESSEL_CHECK(world_size % d->mesh().size() == 0, "clip_grad_norm: a gradient lives on ", d->mesh().ToString(),
                " but the norm is reduced over a group of ", world_size, " ranks");
-  return {d->local(), copies};
+  return {d->local(), copies * static_cast<double>(world_size / d->mesh().size())};
 }
 
 // A Partial gradient's local values are summands, not elements (squaring them is not the norm): such a

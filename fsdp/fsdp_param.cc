@@ -53,8 +53,16 @@ void AddConverted(const Tensor& dst, const Tensor& src) {
 
 // The sharded spec: TP's placements on TP's axes, Shard(dim) on the FSDP shard axis (appended last to
 // that dim's shard order, see [Note: FSDP layout]), Replicate on the HSDP replicate axis.
-DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, int64_t dim) {
-  const dtensor::DeviceMesh& mesh = mi.mesh;
+// The mesh a sharded parameter lives on, as torch's FSDPParam: a tensor-parallel DTensor's joins FSDP's axes to its
+// own (the FSDP mesh); a plain parameter's is the mesh the caller passed (mesh["dp"] of a (dp, tp) mesh), not the
+// joint mesh with Replicate on the TP axes. Its collectives are the same (the shard and replicate axes' groups).
+dtensor::DeviceMesh ParamMesh(const Tensor& param, const FsdpMeshInfo& mi) {
+  return dtensor::AsDTensorImpl(param) == nullptr && mi.plain_mesh ? *mi.plain_mesh : mi.mesh;
+}
+
+// The sharded parameter's layout on ParamMesh: a TP DTensor's placements on its axes, Shard(dim) on the shard
+// axis (its shard order after the TP axes': "TP shard, then FSDP shard of that"), Replicate elsewhere.
+DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, const dtensor::DeviceMesh& mesh, int64_t dim) {
   std::vector<Placement> placements(static_cast<size_t>(mesh.ndim()), dtensor::Replicate{});
   dtensor::ShardOrder order(static_cast<size_t>(param.dim()));
   if (const dtensor::DTensorImpl* d = dtensor::AsDTensorImpl(param)) {
@@ -69,8 +77,9 @@ DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, int64_t dim
     }
   }
   if (mi.has_shard_axis()) {  // else replicate only: Replicate on every FSDP axis
-    placements[static_cast<size_t>(mi.shard_axis)] = dtensor::Shard{dim};
-    order[static_cast<size_t>(dim)].push_back(mi.shard_axis);
+    const int axis = mesh.topology().AxisIndex(mi.shard_axis_name());
+    placements[static_cast<size_t>(axis)] = dtensor::Shard{dim};
+    order[static_cast<size_t>(dim)].push_back(axis);
   }
   return DTensorSpec(mesh.topology_ptr(), std::move(placements), param.sizes(), param.dtype(), std::move(order));
 }
@@ -123,8 +132,9 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
   const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(dim_size_, world, mesh_info_.shard_rank());
   local_size_ = piece.size;
   StoreShard(local, [&] { return SlicesOf(local, dim_, piece.offset, local_size_); });
-  sharded_spec_.emplace(ShardedSpec(param, mesh_info_, dim_));
-  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, mesh_info_.mesh);
+  param_mesh_.emplace(ParamMesh(param, mesh_info_));
+  sharded_spec_.emplace(ShardedSpec(param, mesh_info_, *param_mesh_, dim_));
+  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, *param_mesh_);
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);
   Registry& r = Live();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -214,7 +224,7 @@ void FsdpParam::ResetShardedParam() {
     unsharded_param_ = Tensor();
   }
   const Tensor fresh = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_,
-                                            mesh_info_.mesh);
+                                            *param_mesh_);
   sharded_param_.checked_impl()->SetDataFrom(*fresh.impl(), /*as_data=*/true);
 }
 
@@ -365,10 +375,10 @@ bool FsdpParam::SetShardedGradFrom(const Tensor& flat_output, int64_t offset) {
     memory::LedgerScope ledger(memory::Ledger::kGrads);
     Tensor cast = Empty(reduced.sizes(), orig_dtype_, reduced.device());
     CopyInto(cast, reduced);
-    sharded_param_.set_grad(dtensor::MakeDTensor(cast, *sharded_spec_, mesh_info_.mesh));
+    sharded_param_.set_grad(dtensor::MakeDTensor(cast, *sharded_spec_, *param_mesh_));
     return false;
   }
-  sharded_param_.set_grad(dtensor::MakeDTensor(reduced, *sharded_spec_, mesh_info_.mesh));
+  sharded_param_.set_grad(dtensor::MakeDTensor(reduced, *sharded_spec_, *param_mesh_));
   return true;
 }
 

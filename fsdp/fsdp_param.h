@@ -62,6 +62,9 @@ struct FsdpMeshInfo {
   int shard_axis = 0;
   std::optional<int> replicate_axis;
   comm::ProcessGroupPtr self_group;  // set when shard_axis == kNoShardAxis
+  // The mesh the caller passed when FSDP joined it to the parameters' TP mesh (torch's fully_shard(m,
+  // mesh["dp"]) over TP DTensors): plain parameters live on it, as torch places them. Unset: `mesh`.
+  std::optional<dtensor::DeviceMesh> plain_mesh;
 
   bool has_shard_axis() const { return shard_axis != kNoShardAxis; }
   const comm::ProcessGroupPtr& shard_group() const {
@@ -193,6 +196,7 @@ class FsdpParam {
 
   Tensor sharded_storage_;  // flat [padded_shard_numel], orig dtype, zero padding
   Tensor sharded_param_;    // leaf DTensor over a view of sharded_storage_
+  std::optional<dtensor::DeviceMesh> param_mesh_;  // its mesh: the FSDP mesh, or plain_mesh for a plain param
   std::optional<dtensor::DTensorSpec> sharded_spec_;
   Tensor unsharded_flat_;   // flat [W * padded_shard_numel], param dtype; bytes freed when resharded
   Tensor unsharded_param_;  // leaf: a view of unsharded_flat_ (or a TP DTensor over it)

@@ -379,6 +379,7 @@ FSDPModule FullyShard(const std::vector<nn::Module*>& modules, const dtensor::De
   }
   for (const ManagedParam& p : found.params) CheckParam(p, module, fsdp_mesh, nested);
   FsdpMeshInfo mesh_info = MakeMeshInfo(found.params, module, fsdp_mesh, opts);
+  if (joint) mesh_info.plain_mesh = mesh;
   const std::optional<int64_t> post_forward_size = ResolveReshardAfterForward(opts, mesh_info, found.params, module);
   const std::vector<int64_t> shard_dims = ResolveShardDims(opts, mesh_info, found.params, module);
   // Used up: the state does not keep the function (nor whatever it captured, e.g. a Python callable).

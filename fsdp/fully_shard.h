@@ -31,7 +31,9 @@
 // kInvalidArgument asking to name them: a (dp, tp) mesh with no TP parameters is ambiguous, and FSDP
 // once sharded it over "tp" silently. FSDP on TP: parameters that are DTensors on mesh["tp"] of a (dp, tp) mesh are
 // sharded over "dp" after "tp" (dim 0's shard order [tp, dp]: "TP shard, then FSDP shard of that");
-// plain parameters of the same group are replicated over "tp" ([S(0), R]).
+// plain parameters of the same group live on the mesh passed (mesh["dp"], [S(0)]) as torch's fully_shard places
+// them: their gradients and optimizer states are DTensors there, one copy per "tp" coordinate. Passed the whole
+// mesh (with shard_axis, or torch's dp_mesh_dims), plain parameters are replicated over "tp" ([S(0), R]).
 //
 // Collectives (asserted with the comm tracer; N blocks each wrapped, plus the root, W >= 2):
 //   forward                        N+1 all-gathers (one per group)

@@ -6,12 +6,17 @@
 // shard_placement_fn, the same on the TP-local piece's dim 1.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "absl/strings/str_join.h"
+
 #include "comm/tracer.h"
 #include "core/base/testing/expect_error.h"
 #include "core/nn/layers.h"
 #include "core/ops/reduction.h"
 #include "core/ops/unary.h"
 #include "dtensor/layout.h"
+#include "fsdp/clip_grad_norm.h"
 #include "tests/fsdp_testing.h"
 
 namespace tessel::fsdp::testing {
@@ -66,14 +71,16 @@ std::map<std::string, std::vector<double>> FullValuesOf(TpMlp& m) {
   return out;
 }
 
-// Every parameter of `m` has the `want` placements and shard order ("[S(0), R] {0: [0]}"), its local
-// values are the box of the full values its spec assigns this rank, and it gathers back to them.
+// Every parameter of `m` has the `want` mesh axes, placements and shard order ("(dp, tp) [S(0), R] {0: [0]}"),
+// its local values are the box of the full values its spec assigns this rank, and it gathers back to them.
 void ExpectShardedLayout(nn::Module& m, const std::map<std::string, std::string>& want,
-                         const std::map<std::string, std::vector<double>>& full, const dtensor::DeviceMesh& mesh) {
+                         const std::map<std::string, std::vector<double>>& full) {
   for (auto& [fqn, p] : m.NamedParameters()) {
     SCOPED_TRACE(fqn);
     const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
-    EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
+    const dtensor::DeviceMesh& mesh = dtensor::DTensor(p).mesh();
+    EXPECT_EQ("(" + absl::StrJoin(mesh.axis_names(), ", ") + ") " + dtensor::PlacementsToString(spec.placements()) +
+                  " " + dtensor::ShardOrderToString(spec.shard_order()),
               want.at(fqn));
     const std::vector<double> box =
         BoxOf(full.at(fqn), spec.shape(), dtensor::GlobalIntervals(spec, mesh.coordinate()));
@@ -99,12 +106,13 @@ TEST(FsdpOnTpTest, ShardsTheTpLocalPieceInTpThenDpOrder) {
       tp_locals[fqn] = dtensor::DTensor(p).ToLocal().ToDoubleVector();
     }
     FSDPModule fsdp = FullyShard(m, mesh);
-    const std::map<std::string, std::string> want = {{"fc.weight", "[S(0), S(0)] {0: [1, 0]}"},
-                                                     {"fc.bias", "[S(0), S(0)] {0: [1, 0]}"},
-                                                     {"proj.weight", "[S(0), S(1)] {0: [0], 1: [1]}"},
-                                                     {"proj.bias", "[S(0), R] {0: [0]}"},
-                                                     {"scale", "[S(0), R] {0: [0]}"}};
-    ExpectShardedLayout(m, want, full, mesh);
+    // passed the whole mesh, FSDP replicates the plain parameter over "tp" (torch's dp_mesh_dims form)
+    const std::map<std::string, std::string> want = {{"fc.weight", "(dp, tp) [S(0), S(0)] {0: [1, 0]}"},
+                                                     {"fc.bias", "(dp, tp) [S(0), S(0)] {0: [1, 0]}"},
+                                                     {"proj.weight", "(dp, tp) [S(0), S(1)] {0: [0], 1: [1]}"},
+                                                     {"proj.bias", "(dp, tp) [S(0), R] {0: [0]}"},
+                                                     {"scale", "(dp, tp) [S(0), R] {0: [0]}"}};
+    ExpectShardedLayout(m, want, full);
     fsdp.Unshard();
     for (auto& [fqn, p] : m.NamedParameters()) {
       SCOPED_TRACE(fqn);
@@ -180,6 +188,27 @@ void ExpectTrainingMatchesOneRank(const FullyShardOptions& opts) {
 
 TEST(FsdpOnTpTest, TrainingMatchesOneRankAndCountsCollectivesPerAxis) { ExpectTrainingMatchesOneRank({}); }
 
+// The plain parameter's gradient lives on mesh["dp"]: every "tp" coordinate holds a copy of it, and the root's
+// global norm (reduced over the whole (dp, tp) mesh) counts it once, next to the TP gradients on (dp, tp).
+TEST(FsdpOnTpTest, ClipGradNormCountsAPlainGradientOnTheDpMeshOnce) {
+  Generator gen(3);
+  TpMlp ref(gen, /*with_plain=*/true);
+  Backward(MlpLoss(ref, GlobalInput(0), std::nullopt));
+  // the plain parameter's gradient below: 2 in each of its 6 elements
+  const double want = std::sqrt(std::pow(optim::ClipGradNorm(ref.Parameters(), 1e9), 2) + 6 * 4.0);
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"dp", "tp"});
+    Generator g(3);
+    TpMlp m(g, true);
+    ParallelizeByHand(m, mesh["tp"]);
+    FSDPModule root = FullyShard(m, mesh["dp"]);  // torch's 2-D form: the plain parameter on mesh["dp"]
+    ASSERT_EQ(dtensor::DTensor(m.Param("scale")).mesh(), mesh["dp"]);
+    Backward(MlpLoss(m, RowsFor(GlobalInput(0), mesh.local_rank("dp"), 2), mesh["tp"]));
+    Tensor(m.Param("scale")).set_grad(dtensor::DistributeTensor(Full({3, 2}, 2.0), mesh["dp"], {dtensor::Shard{0}}));
+    EXPECT_NEAR(ClipGradNorm(root, 1e9), want, 1e-5 * want);
+  }, FastRanks());
+}
+
 // shard_placement_fn over TP parameters picks a dim of the TP-local piece: fc.weight [8, 6] (S(0) on tp,
 // local [4, 6]) has its 6 columns split 3 per dp rank; proj.weight [5, 8] (S(1) on tp, local [5, 4]) has
 // its 4 local columns split again, 2 per dp rank, so dim 1's shard order is [tp, dp]. Biases keep dim 0.
@@ -205,11 +234,11 @@ TEST(FsdpOnTpTest, ShardPlacementFnShardsTheTpLocalPieceOnTheChosenDim) {
     std::map<std::string, dtensor::DTensorSpec> tp_specs;
     for (auto& [fqn, p] : m.NamedParameters()) tp_specs.emplace(fqn, dtensor::DTensor(p).spec());
     FSDPModule fsdp = FullyShard(m, mesh, TpColumns());
-    const std::map<std::string, std::string> want = {{"fc.weight", "[S(1), S(0)] {0: [1], 1: [0]}"},
-                                                     {"fc.bias", "[S(0), S(0)] {0: [1, 0]}"},
-                                                     {"proj.weight", "[S(1), S(1)] {1: [1, 0]}"},
-                                                     {"proj.bias", "[S(0), R] {0: [0]}"}};
-    ExpectShardedLayout(m, want, full, mesh);
+    const std::map<std::string, std::string> want = {{"fc.weight", "(dp, tp) [S(1), S(0)] {0: [1], 1: [0]}"},
+                                                     {"fc.bias", "(dp, tp) [S(0), S(0)] {0: [1, 0]}"},
+                                                     {"proj.weight", "(dp, tp) [S(1), S(1)] {1: [1, 0]}"},
+                                                     {"proj.bias", "(dp, tp) [S(0), R] {0: [0]}"}};
+    ExpectShardedLayout(m, want, full);
     fsdp.Unshard();
     for (auto& [fqn, p] : m.NamedParameters()) {
       SCOPED_TRACE(fqn);
@@ -234,26 +263,29 @@ TEST(FsdpOnTpTest, DpSubmeshOverTpParametersJoinsIntoTheWholeMeshLayout) {
     ::tessel::testing::ExpectErrorContains([&] { (void)mesh["tp"].Join(mesh); }, ErrorCode::kInvalidArgument,
                                            "axis 'tp' is in both");
     Generator g(3);
-    TpMlp m(g);
+    TpMlp m(g, /*with_plain=*/true);
     ParallelizeByHand(m, mesh["tp"]);
     FullyShard(*m.Submodule("fc"), mesh["dp"]);
     FullyShard(*m.Submodule("proj"), mesh["dp"]);
     FullyShard(m, mesh["dp"]);
+    // the root's plain parameter stays on mesh["dp"], as torch's fully_shard(m, mesh["dp"]) places it
     const std::map<std::string, std::string> want = {{"fc.weight", "[S(0), S(0)] {0: [1, 0]}"},
                                                      {"fc.bias", "[S(0), S(0)] {0: [1, 0]}"},
                                                      {"proj.weight", "[S(0), S(1)] {0: [0], 1: [1]}"},
-                                                     {"proj.bias", "[S(0), R] {0: [0]}"}};
+                                                     {"proj.bias", "[S(0), R] {0: [0]}"},
+                                                     {"scale", "[S(0)] {0: [0]}"}};
     for (auto& [fqn, p] : m.NamedParameters()) {
       SCOPED_TRACE(fqn);
       const dtensor::DTensorSpec& spec = dtensor::DTensor(p).spec();
-      EXPECT_EQ(spec.mesh(), mesh.topology());
+      EXPECT_EQ(spec.mesh(), fqn == "scale" ? mesh["dp"].topology() : mesh.topology());
       EXPECT_EQ(dtensor::PlacementsToString(spec.placements()) + " " + dtensor::ShardOrderToString(spec.shard_order()),
                 want.at(fqn));
     }
     comm::CommTracer tracer;
     Tensor loss = MlpLoss(m, RowsFor(GlobalInput(0), mesh.local_rank("dp"), 2), mesh["tp"]);
     Backward(loss);
-    EXPECT_EQ(tracer.Count(CollectiveKind::kReduceScatter, "dp"), 2) << tracer.Summary();
+    // fc's, proj's and the root's (its unused plain parameter still joins: [Note: FSDP gradient flags])
+    EXPECT_EQ(tracer.Count(CollectiveKind::kReduceScatter, "dp"), 3) << tracer.Summary();
     Tensor l = Full({1}, dtensor::DTensor(loss).FullTensor().item<double>(), DType::kFloat64);
     mesh.axis_group("dp")->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
     EXPECT_NEAR(l.item<double>(), ref_loss.item<double>(), 1e-6 * std::abs(ref_loss.item<double>()));

@@ -184,5 +184,60 @@ def test_fully_shard_without_a_process_group_joins_the_launched_one():
     assert run.stdout.strip() == "True 1 (Shard(dim=0),) (2, 2)"  # torch's line
 
 
+class TpNet(nn.Module):
+    """Two tensor-parallel Linears and two plain parameters (an input scale and a LayerNorm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(8, 16)
+        self.scale = nn.Parameter(tessel.ones(8))
+        self.w2 = nn.Linear(16, 8)
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(self.w2(self.w1(x * self.scale)))
+
+
+def test_fsdp_over_tp_places_plain_parameters_on_the_dp_mesh_as_torch():
+    from tessel.distributed.tensor import Replicate, Shard
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    tessel.manual_seed(0)
+    dense = TpNet()
+    x = tessel.randn(4, 8)
+    dense(x).pow(2).mean().backward()
+    want_grads = {n: p.grad.numpy() for n, p in dense.named_parameters()}
+    want_norm = sum((g.astype("float64") ** 2).sum() for g in want_grads.values()) ** 0.5
+
+    def body(rank):
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        tessel.manual_seed(0)
+        m = TpNet()
+        parallelize_module(m, mesh["tp"], {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+        fully_shard(m, mesh=mesh["dp"])
+        layout = {n: (p.device_mesh.mesh_dim_names, tuple(repr(q) for q in p.placements)) for n, p in m.named_parameters()}
+        m(x).pow(2).mean().backward()  # every dp rank the same batch: the averaged gradients are the dense ones
+        grads = {n: (p.grad.device_mesh.mesh_dim_names, p.grad.full_tensor().numpy()) for n, p in m.named_parameters()}
+        norm = float(tessel.nn.utils.clip_grad_norm_(m.parameters(), 1e9))
+        specs = {k: (v.device_mesh.mesh_dim_names, tuple(v.placements)) for k, v in m.state_dict().items()}
+        return layout, grads, norm, specs
+
+    got = on_ranks(4, body)
+    # torch 2.15's fully_shard(m, mesh=mesh["dp"]) after parallelize_module on mesh["tp"] (printed by torch)
+    dp, dp_tp, strided = ("dp",), ("dp", "tp"), "_StridedShard(dim=0, sf=2)"
+    want_layout = {"scale": (dp, ("Shard(dim=0)",)), "w1.weight": (dp_tp, (strided, "Shard(dim=0)")),
+                   "w1.bias": (dp_tp, (strided, "Shard(dim=0)")), "w2.weight": (dp_tp, ("Shard(dim=0)", "Shard(dim=1)")),
+                   "w2.bias": (dp_tp, ("Shard(dim=0)", "Replicate()")), "norm.weight": (dp, ("Shard(dim=0)",)),
+                   "norm.bias": (dp, ("Shard(dim=0)",))}
+    for r in range(4):
+        layout, grads, norm, specs = got[r]
+        assert layout == want_layout, layout
+        for n, (mesh_names, g) in grads.items():
+            assert mesh_names == want_layout[n][0], n
+            assert abs(g - want_grads[n]).max() < 1e-5, n
+        # torch's clip_grad_norm_ raises on these two meshes ("must have the same mesh"); tessel sums them
+        assert abs(norm - want_norm) < 1e-5 * want_norm, (norm, want_norm)
+        assert specs["norm.weight"] == (dp, (Shard(0),)) and specs["w2.bias"] == (dp_tp, (Shard(0), Replicate()))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
