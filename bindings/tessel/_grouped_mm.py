@@ -7,7 +7,7 @@ The four layouts (G groups, offs[g] the end of group g, s = offs[g - 1] its star
   3d x 2d  mat_a [G, M, K], mat_b [K, N]   out [M, N]      out[:, s:e] = a[g] @ b[:, s:e]
   3d x 3d  mat_a [G, M, K], mat_b [G, K, N] out [G, M, N]  out[g] = a[g] @ b[g]              (offs must be None)
 Inputs are float32, bfloat16 or float16 of one dtype (each product rounds once, as torch's per-group mm); the output
-has mat_a's dtype. The backward is grouped products again (its node is torch's GroupedMmBackward0), so it is itself
+has mat_a's dtype, inside an autocast region too (torch's CPU autocast lists leave it out). The backward is grouped products again (its node is torch's GroupedMmBackward0), so it is itself
 differentiable (torch's CPU backward refuses a broadcast gradient and double backward; tessel runs both).
 
 Where tessel is stricter or more defined than torch: offsets must be non-decreasing and within the jagged dimension
@@ -26,6 +26,7 @@ Example:
 import sys
 
 from . import _C, _dtypes
+from ._autocast_policy import autocast_off
 from ._linalg_checks import name as _dtype_name
 
 _FLOATS = (_dtypes.float32, _dtypes.bfloat16, _dtypes.float16)
@@ -87,6 +88,7 @@ def _tessel():
     return sys.modules[__package__]
 
 
+@autocast_off  # (on neither of torch's CPU autocast lists: a float32 call stays float32 in a bfloat16 region)
 def _dense(a, b, bounds):
     """The grouped products of local tensors, no autograd (bounds: each group's [start, end) of the jagged dim)."""
     if a.dim() == 3 and b.dim() == 3:

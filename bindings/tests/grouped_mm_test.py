@@ -130,6 +130,18 @@ def test_sixteen_bit_inputs_round_each_product_once(dtype):
     assert (y.float() == want.float()).float().mean().item() > 0.9
 
 
+def test_an_autocast_region_leaves_the_dtypes_as_torch():
+    # _grouped_mm is on neither of torch's CPU autocast lists: float32 stays float32 (it raised on its float32
+    # out= buffers when the region lowered the per-group products), bfloat16 stays bfloat16
+    a_np, b_np = f32(9, 8), f32(3, 8, 8)
+    a, b = tessel.tensor(a_np), tessel.tensor(b_np)
+    with tessel.autocast("cpu", dtype=tessel.bfloat16):
+        y = tessel._grouped_mm(a, b, offs=offsets(2, 6, 9))
+        z = tessel._grouped_mm(a.bfloat16(), b.bfloat16(), offs=offsets(2, 6, 9))
+    assert y.dtype == tessel.float32 and z.dtype == tessel.bfloat16
+    np.testing.assert_allclose(y.numpy(), reference(a_np, b_np, (2, 6, 9)), rtol=1e-5, atol=1e-5)
+
+
 def test_misuse_raises_torchs_errors():
     a, b, offs = tessel.randn(12, 8), tessel.randn(3, 8, 16), offsets(3, 7, 12)
     cases = [
