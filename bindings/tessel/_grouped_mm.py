@@ -90,26 +90,24 @@ def _tessel():
 
 @autocast_off  # (on neither of torch's CPU autocast lists: a float32 call stays float32 in a bfloat16 region)
 def _dense(a, b, bounds):
-    """The grouped products of local tensors, no autograd (bounds: each group's [start, end) of the jagged dim)."""
+    """The grouped products of local tensors, no autograd (bounds: each group's [start, end) of the jagged dim).
+    One product per group, joined by one cat or stack: a product written through matmul(out=) cost 5x the
+    product itself at 32-wide experts (its out= checks), a third of the op at 64 experts."""
     if a.dim() == 3 and b.dim() == 3:
         return a.matmul(b)
-    if a.dim() == 2 and b.dim() == 3:
-        out = _C._full([a.shape[0], b.shape[2]], 0.0, a.dtype)
-        for g, (s, e) in enumerate(bounds):
-            if e > s:
-                _tessel().matmul(a[s:e], b[g], out=out[s:e])
-        return out
-    if a.dim() == 2:
-        out = _C._full([len(bounds), a.shape[0], b.shape[1]], 0.0, a.dtype)
-        for g, (s, e) in enumerate(bounds):
-            if e > s:
-                _tessel().matmul(a[:, s:e], b[s:e], out=out[g])
-        return out
-    out = _C._full([a.shape[1], b.shape[1]], 0.0, a.dtype)
-    for g, (s, e) in enumerate(bounds):
-        if e > s:
-            out[:, s:e] = a[g].matmul(b[:, s:e])
-    return out
+    tessel = _tessel()
+    if a.dim() == 2 and b.dim() == 2:  # the contraction dim is split: one [M, N] block per group
+        return tessel.stack([a.narrow(1, s, e - s).matmul(b.narrow(0, s, e - s)) for s, e in bounds])
+    # the rows of a (2d x 3d) or the columns of b (3d x 2d) are split: the products side by side, zeros past
+    # offs[-1]
+    dim, size = (0, a.shape[0]) if a.dim() == 2 else (1, b.shape[1])
+    parts = [a.narrow(0, s, e - s).matmul(b.select(0, g)) if dim == 0 else a.select(0, g).matmul(b.narrow(1, s, e - s))
+             for g, (s, e) in enumerate(bounds) if e > s]
+    rows, cols = (a.shape[0], b.shape[2]) if dim == 0 else (a.shape[1], b.shape[1])
+    end = bounds[-1][1] if bounds else 0
+    if end < size:
+        parts.append(_C._full([size - end, cols] if dim == 0 else [rows, size - end], 0.0, a.dtype))
+    return tessel.cat(parts, dim) if parts else _C._full([rows, cols], 0.0, a.dtype)
 
 
 def _t(x):
