@@ -25,6 +25,7 @@
 #include "core/ops/pool.h"
 #include "core/ops/scan_sort.h"
 #include "core/ops/loss.h"
+#include "core/ops/grouped_mm.h"
 #include "core/ops/matmul.h"
 #include "core/ops/norm.h"
 #include "core/ops/softmax.h"
@@ -53,6 +54,11 @@ void BindFunctional(py::module_& m) {
       return Linear(x, w, Opt(b));
     });
   }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+  // torch._grouped_mm's kernel (tessel/_grouped_mm.py checks the arguments as torch does first): `ends` are the
+  // offsets as Python ints, empty for 3-D x 3-D
+  f.def("grouped_mm", [](const Tensor& a, const Tensor& b, const std::vector<int64_t>& ends) {
+    return NoGil([&] { return GroupedMm(a, b, ends); });
+  }, py::arg("mat_a"), py::arg("mat_b"), py::arg("ends"));
   f.def("gelu", [](const Tensor& x, const std::string& approximate) { return NoGil([&] { return Gelu(x, approximate); }); },
         py::arg("input"), py::arg("approximate") = "none");
   f.def("silu", [](const Tensor& x) { return NoGil([&] { return Silu(x); }); }, py::arg("input"));

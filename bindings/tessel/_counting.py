@@ -125,9 +125,10 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 def histc(input, bins=100, min=0, max=0):
     """torch.histc: counts of the elements in `bins` equal-width bins over [min, max] (min == max: the data's
     range), the last bin closed; elements outside are left out; the input's float dtype (float16 too)."""
-    if not input.dtype.is_floating_point:
-        raise RuntimeError("torch.histogramc: input tensor and hist tensor should have the same dtype, but got "
-                           "input %s and hist float" % input.dtype)
+    if not input.dtype.is_floating_point:  # torch 2.15's CPU kernels (torchtitan's router histc's int64 experts)
+        from ._linalg_checks import name
+        raise NotImplementedError('"%s" not implemented for \'%s\'' % (
+            "linspace_cpu" if input.dtype == _dtypes.bool else "histogram_cpu", name(input.dtype)))
     a = _host_numpy(input).astype(np.float64).reshape(-1)
     lo, hi = float(min), float(max)
     if lo == hi and a.size:

@@ -14,6 +14,11 @@ def is_exporting():
     return False
 
 
+def _is_non_strict_tracing():
+    """torchtitan's expert-parallel token dispatcher asks it on every exchange: nothing traces in eager tessel."""
+    return False
+
+
 def disable(fn=None, recursive=True, **kwargs):
     if fn is None:
         return lambda f: f

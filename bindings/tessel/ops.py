@@ -54,6 +54,15 @@ class _Namespace:
 c10d_functional = _Namespace("c10d_functional", ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
                                                  "all_to_all_single", "broadcast", "all_reduce_coalesced",
                                                  "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"])
+
+
+def _wait_tensor(tensor):
+    """torch.ops._c10d_functional.wait_tensor(t): tessel's functional collectives complete before they return,
+    so it returns t (torchtitan's expert-parallel dispatch calls it on the all_to_all's token counts)."""
+    return tensor
+
+
+c10d_functional.wait_tensor = _wait_tensor
 _c10d_functional = c10d_functional  # torch's native namespace: CommDebugMode counts both under these handles
 c10d = _Namespace("c10d", ["send", "recv_", "barrier"])
 

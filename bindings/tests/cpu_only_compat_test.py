@@ -64,7 +64,7 @@ def test_isin_and_histc_as_torch():
     assert tessel.histc(tessel.tensor([2.0]), bins=2).tolist() == [0.0, 1.0]  # one value: [1, 3]
     counts = tessel.histc(tessel.tensor(np.linspace(-1, 1, 101)), bins=10, min=-1, max=1)
     np.testing.assert_array_equal(counts.numpy(), np.histogram(np.linspace(-1, 1, 101), bins=10, range=(-1, 1))[0])
-    with pytest.raises(RuntimeError, match="same dtype"):
+    with pytest.raises(NotImplementedError, match="\"histogram_cpu\" not implemented for 'Long'"):  # torch 2.15's
         tessel.histc(tessel.tensor([1, 2]))
 
 

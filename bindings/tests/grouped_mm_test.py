@@ -176,6 +176,18 @@ def test_misuse_raises_torchs_errors():
         assert fragment in str(info.value), (fragment, str(info.value))
 
 
+def test_torchtitans_moe_calls_around_grouped_mm_answer_as_torchs():
+    # its expert-parallel dispatch waits on the token counts' all_to_all and asks whether it is being traced
+    t = tessel.ones(3)
+    assert tessel.ops._c10d_functional.wait_tensor(t) is t
+    assert tessel.compiler._is_non_strict_tracing() is False
+    # its router's histc over int64 expert indices: torch 2.15 has no integer CPU kernel
+    for dtype, name in ((tessel.int64, "Long"), (tessel.int32, "Int"), (tessel.uint8, "Byte")):
+        with pytest.raises(NotImplementedError, match="\"histogram_cpu\" not implemented for '%s'" % name):
+            tessel.histc(tessel.tensor([1, 2, 3]).to(dtype), bins=4, min=0, max=4)
+    np.testing.assert_array_equal(tessel.histc(tessel.tensor([1.0, 2, 3]), bins=4, min=0, max=4).numpy(),
+                                  [0, 1, 1, 1])
+
 def test_dtensor_operands_are_placed_as_torchs_with_values_gradients_and_collectives():
     shapes = {"2d_3d": ((16, 16), (4, 16, 16), (3, 8, 8, 16)), "2d_2d": ((16, 16), (16, 16), (3, 8, 8, 16)),
               "3d_2d": ((4, 16, 16), (16, 16), (4, 8, 8, 16)), "3d_3d": ((4, 16, 16), (4, 16, 16), None)}

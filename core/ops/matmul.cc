@@ -33,6 +33,7 @@
 #include "core/dispatch/dispatcher.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
+#include "core/ops/gemm_operand.h"
 #include "core/ops/linear_forward.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -127,29 +128,6 @@ Tensor Resolve(const Tensor& t, const std::vector<int64_t>& new_dims, bool trans
     std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
   }
   return MakeView(t, sizes, strides, t.storage_offset());
-}
-
-MatRef MatOf(const Tensor& t, int64_t offset = 0) {
-  const int64_t d = t.dim();
-  return MatRef{static_cast<const char*>(t.raw_data()) + offset * ElementSize(t.dtype()), t.size(d - 2), t.size(d - 1),
-                t.stride(d - 2), t.stride(d - 1)};
-}
-
-// An operand of dtype `operand` Gemm can read in place: converts 16-bit floats (to float32 unless they
-// stay bf16) and copies a matrix with neither of its last two strides equal to 1; anything else passes
-// through untouched.
-Tensor PrepareOperand(const Tensor& t, DType operand) {
-  if (t.dtype() == operand && GemmCanRead(MatOf(t))) return t;
-  Tensor c = Empty(t.sizes(), operand, t.device());
-  CopyInto(c, t);
-  return c;
-}
-
-// The dtype Gemm reads the operands in: bf16 stays bf16 where the CPU has native bf16 GEMMs; other
-// 16-bit floats are widened to float32 (products and sums are float32 either way).
-DType OperandDType(DType dtype) {
-  if (dtype == DType::kFloat64) return DType::kFloat64;
-  return dtype == DType::kBFloat16 && Bf16GemmIsNative() ? DType::kBFloat16 : DType::kFloat32;
 }
 
 Shape BatchShape(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
@@ -403,8 +381,8 @@ Tensor MatmulForward(const char* name, const Tensor& a, const Tensor& b, const M
     return IntegerMatmul(A, B, batch, s.sum_batch, bias, out_shape);
   }
   const DType compute = a.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  A = PrepareOperand(A, OperandDType(a.dtype()));
-  B = PrepareOperand(B, OperandDType(a.dtype()));
+  A = GemmOperand(A, GemmOperandDType(a.dtype()));
+  B = GemmOperand(B, GemmOperandDType(a.dtype()));
   Tensor out = Empty(out_shape, a.dtype(), a.device());
   Tensor acc = compute == a.dtype() ? out : Empty(out_shape, compute, a.device());
   BatchedGemm(A, B, batch, s.sum_batch, acc, /*accumulate=*/false, BiasEpilogue(acc, bias, after));

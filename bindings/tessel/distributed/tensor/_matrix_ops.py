@@ -63,38 +63,3 @@ def addmm(name, input, mat1, mat2, kernel):
 
     return _register_sharding.run_sharded(name, (input, mat1, mat2), {}, strategies, kernel, out_shapes=[out_shape])
 
-
-def grouped_mm_strategies(a_ndim, b_ndim, has_offs, any_shard):
-    """torch 2.15's grouped_mm_single_dim_strategy, [([output], [mat_a, mat_b, offs?]), ...], with the all-Replicate
-    strategy torch inserts first; Shard strategies (torch's placeholders) only when some input is sharded. The
-    grouped (jagged) dims are never sharded: the offsets index them globally."""
-    from . import Partial, Replicate, Shard
-    tail = [Replicate()] if has_offs else []
-    rows = [[Replicate(), Replicate(), Replicate()], [Partial(), Partial(), Replicate()],
-            [Partial(), Replicate(), Partial()]]
-    shards = {(2, 3): [(1, None, 2), (None, 1, 1)], (3, 2): [(None, 2, 0), (0, 1, None)],
-              (2, 2): [(2, None, 1), (1, 0, None)], (3, 3): [(2, None, 2), (1, 1, None), (None, 2, 1), (0, 0, 0)]}
-    if any_shard:
-        for dims in shards[(a_ndim, b_ndim)]:
-            rows.append([Partial() if d is None and k == 0 else Replicate() if d is None else Shard(d)
-                         for k, d in enumerate(dims)])
-    return [([r[0]], r[1:] + tail) for r in rows]
-
-
-def grouped_mm(mat_a, mat_b, offs, out_dtype, kernel):
-    """kernel(mat_a, mat_b, offs, None, out_dtype) (the dense grouped_mm, tessel/_grouped_mm.py) on DTensor
-    arguments that passed its checks, placed as torch's op."""
-    a, b = list(mat_a.shape), list(mat_b.shape)
-    out_shape = {(2, 3): lambda: [a[0], b[2]], (3, 2): lambda: [a[1], b[1]],
-                 (2, 2): lambda: [offs.shape[0], a[0], b[1]], (3, 3): lambda: [a[0], a[1], b[2]]}
-    out_shape = out_shape[(mat_a.dim(), mat_b.dim())]()
-    args = (mat_a, mat_b) if offs is None else (mat_a, mat_b, offs)
-    any_shard = any(getattr(t, "is_distributed", False) and any(p.is_shard() for p in t.placements) for t in args)
-
-    def strategies(*specs):
-        return grouped_mm_strategies(mat_a.dim(), mat_b.dim(), offs is not None, any_shard)
-
-    def local(a, b, o=None):
-        return kernel(a, b, o, None, out_dtype)
-
-    return _register_sharding.run_sharded("grouped_mm", args, {}, strategies, local, out_shapes=[out_shape])
