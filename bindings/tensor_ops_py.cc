@@ -558,9 +558,11 @@ py::object IndexRows(const Tensor& x, const Tensor& index) {
   for (int64_t d = 0; d < x.dim(); ++d) (d < k ? lead : width) *= x.sizes()[static_cast<size_t>(d)];
   out_shape.insert(out_shape.end(), x.sizes().begin() + k, x.sizes().end());
   return py::cast(NoGil([&] {
-    // index_select's row copies (element loads for width 1: a mask over every element), not the embedding op
+    // index_select's row copies (element loads for width 1: a mask over every element), not the embedding op;
+    // a 16-bit gradient rounds after each added row, as torch's x[index] backward (index_put_ accumulate)
     const Tensor picked = IndexSelectDim(Reshape(x, {lead, width}), 0,
-                                         FromVector<int64_t>(rows, {static_cast<int64_t>(rows.size())}));
+                                         FromVector<int64_t>(rows, {static_cast<int64_t>(rows.size())}),
+                                         /*rounded_adds=*/true);
     return Reshape(picked, out_shape);
   }));
 }

@@ -632,14 +632,18 @@ def index_add(x, dim, index, source, *, alpha=1):
         raise IndexError("index out of range in self")
     if not x.dtype.is_floating_point:
         alpha = builtins.int(alpha)  # torch converts alpha to self's integer type (2.5 adds twice the source)
+    from ._setitem import ROUNDED_PER_ADD, index_add_rows, rounded_in_order
+    if x.dtype.value in ROUNDED_PER_ADD and x.ndim > 1:
+        # torch's 16-bit index_add_ of a tensor of 2 or more dims sums in float32 and rounds once
+        return index_add(x.float(), dim, index, source.float(), alpha=alpha).to(x.dtype)
     moved = source.movedim(d, 0) if source.ndim > 1 else source.reshape(-1, 1)
     target = x.movedim(d, 0) if x.ndim > 1 else x.reshape(-1, 1)
-    from ._setitem import ROUNDED_PER_ADD, index_add_rows, rounded_in_order
     width = 1
     for size in moved.shape[1:]:
         width *= size  # not reshape(n, -1): no -1 for n = 0 (an expert that got no tokens)
     rows = index_add_rows(moved.reshape(moved.shape[0], width), index.long(), target.shape[0])
     rows = rows.reshape(*target.shape)
+    # torch's 16-bit index_add_ of a 1-D x rounds after each add, in index order
     if x.dtype.value in ROUNDED_PER_ADD and not x.is_distributed and moved.numel():
         positions = (index.long().numpy().reshape(-1, 1) * width + np.arange(width)).reshape(-1)
         out = rounded_in_order(target + (rows * alpha if alpha != 1 else rows), target, positions, moved, alpha)

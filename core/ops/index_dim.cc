@@ -105,9 +105,9 @@ TensorList GatherDimKernel(std::span<const Tensor> in, const Attrs& attrs) {
 // index[at], index_select's 1-D one index[j]).
 template <typename IndexOf>
 void ScatterAddInto(const Tensor& out, int64_t dim, int64_t m, const Tensor& src, const Geometry& g,
-                    const IndexOf& index_of) {
+                    const IndexOf& index_of, bool rounded_adds = false) {
   if (m == 0 || out.numel() == 0) return;
-  if (out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16) {
+  if ((out.dtype() == DType::kBFloat16 || out.dtype() == DType::kFloat16) && !rounded_adds) {
     const Tensor wide = DenseAs(out, DType::kFloat32);
     ScatterAddInto(wide, dim, m, DenseAs(src, DType::kFloat32), g, index_of);
     CopyInto(out, wide);
@@ -222,7 +222,9 @@ TensorList IndexSelectBackwardKernel(std::span<const Tensor> in, const Attrs& at
                ShapeStr(idx.sizes()), " for a gradient ", ShapeStr(grad.sizes()), " along dim ", dim);
   CheckRange("index_select backward", idx, length, dim);
   const int64_t* pi = idx.data_ptr<int64_t>();  // the 1-D index itself: nothing of the gradient's size
-  ScatterAddInto(out, dim, idx.size(0), grad, g, [pi](int64_t, int64_t j) { return pi[j]; });
+  // (index_dim.h, IndexSelectDim: torch's rounding of 16-bit sums)
+  const bool rounded_adds = (attrs.Has("rounded_adds") && attrs.GetBool("rounded_adds")) || shape.size() == 1;
+  ScatterAddInto(out, dim, idx.size(0), grad, g, [pi](int64_t, int64_t j) { return pi[j]; }, rounded_adds);
   return {out};
 }
 
@@ -286,10 +288,12 @@ Tensor GatherDim(const Tensor& x, int64_t dim, const Tensor& index) {
   return autograd::CallOp1(GatherDimOp(), {x, index}, Attrs().Set("dim", d).Set("length", x.size(d)));
 }
 
-Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index, bool rounded_adds) {
   TESSEL_CHECK(x.dim() > 0, "index_select: a 0-d input");
   const int64_t d = NormalizeDim(dim, x.dim(), "index_select");
-  return autograd::CallOp1(IndexSelectOp(), {x, index}, Attrs().Set("dim", d).Set("length", x.size(d)));
+  Attrs attrs = Attrs().Set("dim", d).Set("length", x.size(d));
+  if (rounded_adds) attrs.Set("rounded_adds", true);
+  return autograd::CallOp1(IndexSelectOp(), {x, index}, attrs);
 }
 
 Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {

@@ -26,8 +26,11 @@ Tensor ScatterAddDim(const Tensor& self, int64_t dim, const Tensor& index, const
 
 // out[..., j, ...] = x[..., index[j], ...] along `dim` (torch.index_select; index 1-D int64, entries in
 // [0, x.size(dim)), kOutOfRange otherwise): each (outer, j) copies a contiguous run of inner elements. Any dtype.
-// Differentiable in x (the gradient index-adds back in j order: float32 / float64 per add, 16-bit floats in
-// float32).
-Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index);
+// Differentiable in x (the gradient index-adds back in j order: float32 / float64 per add, 16-bit floats as
+// below).
+// rounded_adds: the gradient of a 16-bit x rounds after each added row, in index order, as torch's
+// index_put_(accumulate=True) does for x[index]; otherwise it sums in float32 and rounds once, as torch's
+// index_select backward (index_add_) does, except for a 1-D x, which torch's index_add_ also rounds per add.
+Tensor IndexSelectDim(const Tensor& x, int64_t dim, const Tensor& index, bool rounded_adds = false);
 
 }  // namespace tessel
