@@ -149,9 +149,13 @@ void FsdpState::LazyInit() {
                         Display(fqn), "' (", m->type_name(), ") already ran forward ",
                         s->is_root() ? "as its own root" : "under another root", " before the root module (",
                         module_->type_name(), ") did; run forward through the root module first");
-      TESSEL_CHECK(s->mesh_info_.mesh == mesh_info_.mesh, "fully_shard: parameters on different meshes: '",
-                   Display(fqn), "' was sharded on ", s->mesh_info_.mesh.ToString(), " but its root (",
-                   module_->type_name(), ") on ", mesh_info_.mesh.ToString());
+      // A block without tensor-parallel parameters, wrapped with mesh["dp"] under a root that joined mesh["dp"]
+      // with its TP mesh, shards over the same "dp" groups (torch's per-block fully_shard of such a block).
+      TESSEL_CHECK(s->mesh_info_.mesh == mesh_info_.mesh ||
+                       (mesh_info_.plain_mesh && s->mesh_info_.mesh == *mesh_info_.plain_mesh),
+                   "fully_shard: parameters on different meshes: '", Display(fqn), "' was sharded on ",
+                   s->mesh_info_.mesh.ToString(), " but its root (", module_->type_name(), ") on ",
+                   mesh_info_.mesh.ToString());
       s->is_root_ = false;
     }
     s->AdoptIntoRoot(this, fqn);

@@ -199,7 +199,6 @@ class TpNet(nn.Module):
 
 
 def test_fsdp_over_tp_places_plain_parameters_on_the_dp_mesh_as_torch():
-    from tessel.distributed.tensor import Replicate, Shard
     from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     tessel.manual_seed(0)
     dense = TpNet()
@@ -208,24 +207,34 @@ def test_fsdp_over_tp_places_plain_parameters_on_the_dp_mesh_as_torch():
     want_grads = {n: p.grad.numpy() for n, p in dense.named_parameters()}
     want_norm = sum((g.astype("float64") ** 2).sum() for g in want_grads.values()) ** 0.5
 
-    def body(rank):
+    def body(rank, blocks):
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         tessel.manual_seed(0)
         m = TpNet()
         parallelize_module(m, mesh["tp"], {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+        for name in blocks:  # per block first, the root last (a block without TP parameters included)
+            fully_shard(getattr(m, name), mesh=mesh["dp"])
         fully_shard(m, mesh=mesh["dp"])
-        layout = {n: (p.device_mesh.mesh_dim_names, tuple(repr(q) for q in p.placements)) for n, p in m.named_parameters()}
+        layout = {n: (p.device_mesh.mesh_dim_names, tuple(repr(q) for q in p.placements))
+                  for n, p in m.named_parameters()}
         m(x).pow(2).mean().backward()  # every dp rank the same batch: the averaged gradients are the dense ones
         grads = {n: (p.grad.device_mesh.mesh_dim_names, p.grad.full_tensor().numpy()) for n, p in m.named_parameters()}
         norm = float(tessel.nn.utils.clip_grad_norm_(m.parameters(), 1e9))
         specs = {k: (v.device_mesh.mesh_dim_names, tuple(v.placements)) for k, v in m.state_dict().items()}
         return layout, grads, norm, specs
 
-    got = on_ranks(4, body)
+    # (the norm-only block first raised "parameters on different meshes" at the root's first forward)
+    for blocks in ((), ("norm",), ("w1", "norm", "w2")):
+        check_layout(on_ranks(4, lambda rank: body(rank, blocks)), want_grads, want_norm)
+
+
+def check_layout(got, want_grads, want_norm):
+    from tessel.distributed.tensor import Replicate, Shard
     # torch 2.15's fully_shard(m, mesh=mesh["dp"]) after parallelize_module on mesh["tp"] (printed by torch)
     dp, dp_tp, strided = ("dp",), ("dp", "tp"), "_StridedShard(dim=0, sf=2)"
     want_layout = {"scale": (dp, ("Shard(dim=0)",)), "w1.weight": (dp_tp, (strided, "Shard(dim=0)")),
-                   "w1.bias": (dp_tp, (strided, "Shard(dim=0)")), "w2.weight": (dp_tp, ("Shard(dim=0)", "Shard(dim=1)")),
+                   "w1.bias": (dp_tp, (strided, "Shard(dim=0)")),
+                   "w2.weight": (dp_tp, ("Shard(dim=0)", "Shard(dim=1)")),
                    "w2.bias": (dp_tp, ("Shard(dim=0)", "Replicate()")), "norm.weight": (dp, ("Shard(dim=0)",)),
                    "norm.bias": (dp, ("Shard(dim=0)",))}
     for r in range(4):

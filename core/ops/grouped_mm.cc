@@ -2,10 +2,10 @@
 // of the output in place, attr "ends" (the groups' end offsets; absent for 3-D x 3-D).
 //
 // Threads: groups whose products are small (a Mixture-of-Experts layer's experts each see a few dozen
-// tokens) run in parallel, one thread per group at a time (Gemm runs single-threaded inside a parallel
-// region); large groups run in turn, each Gemm using the thread budget. The per-group loop in C++ is what
-// torch's CPU fallback does too; composed in Python from slices, products and a cat it cost ~5 µs of
-// interpreter per group (1.4-1.7x torch's time at 64 experts).
+// tokens), or many groups, run in parallel, one thread per group at a time (Gemm runs single-threaded inside
+// a parallel region); a few large groups run in turn, each Gemm using the thread budget. The per-group loop
+// in C++ is what torch's CPU fallback does too; composed in Python from slices, products and a cat it cost
+// ~5 µs of interpreter per group (1.4-1.7x torch's time at 64 experts).
 //
 // [Note: grouped_mm backward] With T the transpose of the last two dims (a view), dA = GroupedMm(G, T(B))
 // and dB = GroupedMm(T(A), G), with the same ends, in every layout: 2-D x 3-D's dA is 2-D x 3-D and its
@@ -54,15 +54,17 @@ Shape CheckedOutputShape(const Tensor& a, const Tensor& b, const std::vector<int
   TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, a.size(-1) == b.size(-2), call,
                     ": contraction dimension of mat_a and mat_b must match");
   const int64_t groups = a2 && b2 ? static_cast<int64_t>(ends.size()) : (a2 ? b.size(0) : a.size(0));
-  TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, (a2 && b2) || ends.empty() || groups == static_cast<int64_t>(ends.size()),
-                    call, ": ", ends.size(), " offsets for ", groups, " groups");
+  TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument,
+                    (a2 && b2) || ends.empty() || groups == static_cast<int64_t>(ends.size()), call, ": ",
+                    ends.size(), " offsets for ", groups, " groups");
   TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, a2 || b2 || a.size(0) == b.size(0), call,
                     ": batched dimension has to match");
   const int64_t jagged = a2 && !b2 ? a.size(0) : (a2 ? a.size(1) : b.size(1));
   int64_t start = 0;
   for (int64_t e : ends) {
     TESSEL_CHECK_CODE(ErrorCode::kInvalidArgument, start <= e && e <= jagged, call,
-                      ": offsets must be non-decreasing and at most ", jagged, " (the size of the dimension they split)");
+                      ": offsets must be non-decreasing and at most ", jagged,
+                      " (the size of the dimension they split)");
     start = e;
   }
   if (a2 && !b2) return {a.size(0), b.size(2)};
@@ -130,7 +132,9 @@ TensorList GroupedMmKernel(std::span<const Tensor> in, const Attrs& attrs) {
     const int64_t cols = b2 && !a2 ? e - s : n_out;
     largest = std::max(largest, rows * inner * cols);
   }
-  if (largest <= kSmallGemm && groups > 1) {
+  // matmul.cc's batch rule: groups in parallel when each is small or there are many to share out (32 experts of
+  // ~128 x 128 x 256: moe_layer.py 45.0 against 42.4 steps/s, means of four alternated runs, within the VM's noise)
+  if (groups > 1 && (largest <= kSmallGemm || groups >= 4 * NumThreads())) {
     ParallelFor(0, groups, 1, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g) product(g);
     });

@@ -1,6 +1,6 @@
 """examples/python/train_moe_ep.py: expert parallelism over 2 and 4 rank threads, with the dense weights replicated or
-fully sharded, equals the one-rank model on the same global batch step for step, its loss falls, each rank runs exactly the collectives the schedule implies, and a
-layout the ranks cannot split is refused with a message."""
+fully sharded, equals the one-rank model on the same global batch step for step, its loss falls, each rank runs
+exactly the collectives the schedule implies, and a layout the ranks cannot split is refused with a message."""
 import contextlib
 import io
 import os
