@@ -40,6 +40,24 @@ def test_a_torchtitan_step_scan_finds_tessels_checkpoints_and_they_still_load(tm
     assert "model.weight" in md.state_dict_metadata  # tessel's metadata.json, not the marker
 
 
+
+def test_torchs_reader_is_told_to_convert_and_an_earlier_builds_marker_still_reads(tmp_path):
+    import pickle
+    m = nn.Linear(3, 2)
+    dcp.save({"model": get_model_state_dict(m)}, checkpoint_id=str(tmp_path / "ckpt"))
+    # torch's FileSystemReader.read_metadata is pickle.load(.metadata): it raised "pickle data was truncated" on
+    # the text marker; the marker's pickle names the conversion instead (no module of that name exists)
+    with open(tmp_path / "ckpt" / ".metadata", "rb") as f:
+        with pytest.raises(ModuleNotFoundError, match="convert_with_tessel_dcp_to_torch_dcp"):
+            pickle.load(f)
+    # a checkpoint an earlier build wrote (the plain-text marker) is still tessel's
+    with open(tmp_path / "ckpt" / ".metadata", "wb") as f:
+        f.write(b"TESSEL-DCP: this checkpoint is in tessel's format, described by metadata.json; "
+                b"tessel.distributed.checkpoint.format_utils.dcp_to_torch_dcp converts it to torch's.\n")
+    target = {"model": {k: tessel.zeros_like(v) for k, v in get_model_state_dict(m).items()}}
+    dcp.load(target, checkpoint_id=str(tmp_path / "ckpt"))
+    assert tessel.equal(target["model"]["weight"], m.weight.detach())
+
 def test_a_model_loads_out_of_the_whole_checkpoint_dict():
     m = nn.Linear(2, 2)
     whole = {k: tessel.zeros_like(v) for k, v in get_model_state_dict(m).items()}

@@ -30,9 +30,14 @@ METADATA_FILE = ".metadata"
 # holding this marker, because tools written for torch find a committed DCP checkpoint by that file's presence
 # (torchtitan's _find_load_step and its keep_latest_k purge probe step-N/.metadata: without it a restarted
 # job found no checkpoint and silently started from scratch). torch's DCP cannot read tessel's format (its
-# unpickling of .metadata fails on the marker); dcp_to_torch_dcp converts.
-_MARKER = (b"TESSEL-DCP: this checkpoint is in tessel's format, described by metadata.json; "
+# unpickling of .metadata fails on the marker); dcp_to_torch_dcp converts. The marker starts as a pickle whose one
+# global names no importable module, so torch's pickle.load fails with a ModuleNotFoundError that says what to do
+# (its reader raised "pickle data was truncated" on the plain text); the text after the pickle's STOP says it too.
+_MARKER = (b"\x80\x02ctessel_dcp_checkpoint__convert_with_tessel_dcp_to_torch_dcp\nmetadata_json\n.\n"
+           b"TESSEL-DCP: this checkpoint is in tessel's format, described by metadata.json; "
            b"tessel.distributed.checkpoint.format_utils.dcp_to_torch_dcp converts it to torch's.\n")
+_OLD_MARKERS = (b"TESSEL-DCP: this checkpoint is in tessel's format, described by metadata.json; "
+                b"tessel.distributed.checkpoint.format_utils.dcp_to_torch_dcp converts it to torch's.\n",)
 
 
 PATHS_FILE = ".tessel_paths.json"  # flat key -> its path of keys (torch keeps this in metadata.planner_data)
@@ -66,7 +71,8 @@ def read_paths(path):
 
 def _is_marker(md_path):
     with open(md_path, "rb") as f:
-        return f.read(len(_MARKER)) == _MARKER
+        head = f.read(len(_MARKER))
+    return head == _MARKER or any(head.startswith(m) for m in _OLD_MARKERS)  # (checkpoints of earlier builds)
 
 
 def is_torch_checkpoint(path):
