@@ -55,10 +55,7 @@ def _check(mat_a, mat_b, offs, bias, out_dtype):
             raise RuntimeError("offs has to be 1D, got shape %s" % list(offs.shape))
         if tuple(offs.stride()) != (1,):
             raise RuntimeError("Offsets must have stride (1,), got %s" % (tuple(offs.stride()),))
-    if mat_a.shape[-1] != mat_b.shape[-2] and not (a2 and b2):
-        raise RuntimeError("contraction dimension of mat_a and mat_b must match: mat_a %s, mat_b %s"
-                           % (list(mat_a.shape), list(mat_b.shape)))
-    if a2 and b2 and mat_a.shape[1] != mat_b.shape[0]:
+    if mat_a.shape[-1] != mat_b.shape[-2]:
         raise RuntimeError("contraction dimension of mat_a and mat_b must match: mat_a %s, mat_b %s"
                            % (list(mat_a.shape), list(mat_b.shape)))
     if not (a2 or b2) and mat_a.shape[0] != mat_b.shape[0]:
