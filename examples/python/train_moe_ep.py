@@ -12,10 +12,14 @@ torchtitan keeps expert weights out of the dense FSDP groups when EP spans the d
   compute grouped_mm over the local experts (SwiGLU: w2·(silu(w1·x) ⊙ w3·x))
   return  the all_to_all back, scattered to the pairs' tokens and summed with their router weights
 The backward runs the two all-to-alls in reverse (autograd). With --ep 1 the same script is the one-rank model on
-the whole global batch, and training equals it step for step (train_moe_ep_test.py).
+the whole global batch, and training equals it step for step (train_moe_ep_test.py). The expert weights are
+DTensors sharded by expert over the "ep" mesh, so --save writes a distributed checkpoint (torch.distributed.checkpoint)
+that --resume loads on any number of ranks, FSDP or not.
 
     python3 examples/python/train_moe_ep.py --ep 2 --steps 20      # 2 rank threads
     python3 examples/python/train_moe_ep.py --ep 2 --fsdp          # dense weights fully sharded
+    python3 examples/python/train_moe_ep.py --ep 2 --save /tmp/moe      # then, on one rank:
+    python3 examples/python/train_moe_ep.py --resume /tmp/moe
     tessel_run --nproc-per-node 2 python3 examples/python/train_moe_ep.py --ep 2
 Prints one progress line per step from rank 0.
 
@@ -29,31 +33,39 @@ import time
 import tessel as torch
 import tessel.distributed as dist
 import tessel.distributed._functional_collectives as funcol
+import tessel.distributed.checkpoint as dcp
 import tessel.nn as nn
 import tessel.nn.functional as F
+from tessel.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from tessel.distributed.device_mesh import init_device_mesh
 from tessel.distributed.fsdp import fully_shard
+from tessel.distributed.tensor import Shard, distribute_tensor
 
 
 class MoE(nn.Module):
-    """Dropless top-k routed experts; this rank's experts only (rank r of ep: experts r·E/ep ...)."""
+    """Dropless top-k routed experts. The expert weights are DTensors sharded by expert over the "ep" mesh
+    (Shard(0), torchtitan's layout): rank r holds experts r·E/ep ..., and a checkpoint saved on one number of ranks
+    loads on another."""
 
-    def __init__(self, dim, hidden, n_experts, top_k, ep, rank, gen):
+    def __init__(self, dim, hidden, n_experts, top_k, ep_mesh, gen):
         super().__init__()
-        self.n_experts, self.top_k, self.ep = n_experts, top_k, ep
-        self.n_local = n_experts // ep
+        self.n_experts, self.top_k, self.ep = n_experts, top_k, ep_mesh.size()
+        self.n_local = n_experts // self.ep
         self.router = nn.Linear(dim, n_experts, bias=False)
-        # Every rank draws all experts' weights (one generator), then keeps its own: the same model at every ep.
-        mine = slice(rank * self.n_local, (rank + 1) * self.n_local)
-        self.w1 = nn.Parameter((torch.randn(n_experts, dim, hidden, generator=gen) * dim ** -0.5)[mine].clone())
-        self.w3 = nn.Parameter((torch.randn(n_experts, dim, hidden, generator=gen) * dim ** -0.5)[mine].clone())
-        self.w2 = nn.Parameter((torch.randn(n_experts, hidden, dim, generator=gen) * hidden ** -0.5)[mine].clone())
+        # Every rank draws all experts' weights (one generator) and keeps its own: the same model at every ep.
+        def experts(*shape, fan_in):
+            return nn.Parameter(distribute_tensor(torch.randn(*shape, generator=gen) * fan_in ** -0.5, ep_mesh,
+                                                  [Shard(0)]))
+        self.w1 = experts(n_experts, dim, hidden, fan_in=dim)
+        self.w3 = experts(n_experts, dim, hidden, fan_in=dim)
+        self.w2 = experts(n_experts, hidden, dim, fan_in=hidden)
 
     def experts(self, x, counts):
         """SwiGLU of the local experts over tokens grouped by expert (counts: tokens per local expert)."""
         offs = torch.cumsum(counts, 0).to(torch.int32)
-        h = F.silu(F.grouped_mm(x, self.w1, offs=offs)) * F.grouped_mm(x, self.w3, offs=offs)
-        return F.grouped_mm(h, self.w2, offs=offs)
+        w1, w3, w2 = (w.to_local() for w in (self.w1, self.w3, self.w2))  # this rank's experts
+        h = F.silu(F.grouped_mm(x, w1, offs=offs)) * F.grouped_mm(x, w3, offs=offs)
+        return F.grouped_mm(h, w2, offs=offs)
 
     def forward(self, x_NC):
         N, C = x_NC.shape
@@ -83,13 +95,13 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, args, rank, gen):
+    def __init__(self, args, ep_mesh, gen):
         super().__init__()
         self.head_dim = args.dim // args.heads
         self.attn_norm, self.moe_norm = nn.RMSNorm(args.dim), nn.RMSNorm(args.dim)
         self.wqkv = nn.Linear(args.dim, 3 * args.dim, bias=False)
         self.wo = nn.Linear(args.dim, args.dim, bias=False)
-        self.moe = MoE(args.dim, args.hidden, args.experts, args.top_k, args.ep, rank, gen)
+        self.moe = MoE(args.dim, args.hidden, args.experts, args.top_k, ep_mesh, gen)
 
     def forward(self, x_BTC):
         B, T, C = x_BTC.shape
@@ -101,12 +113,12 @@ class Block(nn.Module):
 
 
 class MoELM(nn.Module):
-    def __init__(self, args, rank):
+    def __init__(self, args, ep_mesh):
         super().__init__()
         torch.manual_seed(args.seed)  # the dense layers' own draws: equal on every rank and at every ep
         gen = torch.Generator().manual_seed(args.seed + 1)
         self.tok_embeddings = nn.Embedding(args.vocab, args.dim)
-        self.layers = nn.ModuleList(Block(args, rank, gen) for _ in range(args.layers))
+        self.layers = nn.ModuleList(Block(args, ep_mesh, gen) for _ in range(args.layers))
         self.norm = nn.RMSNorm(args.dim)
         self.output = nn.Linear(args.dim, args.vocab, bias=False)
 
@@ -133,7 +145,7 @@ def main(args):
         raise SystemExit("--ep %d needs %d ranks, got %d" % (args.ep, args.ep, dist.get_world_size()))
     if args.experts % args.ep or args.global_batch % args.ep:
         raise SystemExit("--experts and --global-batch must be multiples of --ep")
-    model = MoELM(args, rank)
+    model = MoELM(args, init_device_mesh("cpu", (args.ep,), mesh_dim_names=("ep",)))
     experts = {p for n, p in model.named_parameters() if ".moe.w" in n}
     dense = [p for p in model.parameters() if p not in experts]
     if args.fsdp:
@@ -142,9 +154,16 @@ def main(args):
             fully_shard(module, mesh=mesh, ignored_params=experts)
             module.set_gradient_divide_factor(1.0)  # sum the ranks' shares of the loss, as the experts do
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    start = 0
+    if args.resume:  # any number of ranks: the experts' shards and their AdamW states are resharded
+        model_sd, optim_sd = get_state_dict(model, opt)
+        state = {"model": model_sd, "optim": optim_sd, "train_state": {"step": 0}}
+        dcp.load(state, checkpoint_id=args.resume)
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        start = state["train_state"]["step"]
     local_b = args.global_batch // args.ep
     losses = []
-    for step in range(args.steps):
+    for step in range(start, start + args.steps):
         t0 = time.perf_counter()
         inputs, targets = (t[rank * local_b:(rank + 1) * local_b] for t in batch(args, step))
         logits = model(inputs)
@@ -162,6 +181,10 @@ def main(args):
         if rank == 0:
             tokens = args.global_batch * args.seq_len / (time.perf_counter() - t0)
             print("step %d | loss %.4f | %d tokens/s" % (step, losses[-1], tokens), flush=True)
+    if args.save:
+        model_sd, optim_sd = get_state_dict(model, opt)
+        dcp.save({"model": model_sd, "optim": optim_sd, "train_state": {"step": start + args.steps}},
+                 checkpoint_id=args.save)
     dist.destroy_process_group()
     return losses if rank == 0 else None
 
@@ -182,6 +205,8 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fsdp", action="store_true", help="shard the dense weights with fully_shard")
+    p.add_argument("--save", help="a checkpoint folder to save the model, AdamW and the step to at the end")
+    p.add_argument("--resume", help="a checkpoint folder (saved on any number of ranks) to start from")
     return p.parse_args(argv)
 
 

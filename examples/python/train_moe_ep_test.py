@@ -53,11 +53,12 @@ def test_four_ranks_with_two_experts_each_train_as_one_rank():
 
 
 def test_each_step_runs_the_schedules_collectives():
+    # building the model: distribute_tensor of the 6 expert weights (rank 0's values, as torch's src_data_rank).
     # per MoE layer: forward all_to_alls of the counts, the tokens out and back (3), backward the two token
     # all_to_alls (2); 2 layers. all_reduce: the 13 dense gradients (embedding, 2 x (2 norms, wqkv, wo, router),
     # final norm, output) and the loss.
     _, _, traces = run(2, ["--steps", "1"], traced=True)
-    assert traces == {r: "all_to_all(world) x10, all_reduce(world) x14" for r in (0, 1)}, traces
+    assert traces == {r: "broadcast(ep) x6, all_to_all(world) x10, all_reduce(world) x14" for r in (0, 1)}, traces
 
 
 def test_fully_sharded_dense_weights_with_expert_parallelism_train_as_one_rank():
@@ -70,9 +71,21 @@ def test_fully_sharded_dense_weights_with_expert_parallelism_train_as_one_rank()
     # FSDP's collectives replace the 13 gradient all_reduces: forward all-gathers for the 2 blocks and the root,
     # backward ones for the 2 blocks (the root keeps its weights), a reduce-scatter per group; the all_to_alls stay
     _, _, traces = run(2, ["--steps", "1", "--fsdp"], traced=True)
-    want = "all_gather(dp) x5, all_to_all(world) x10, reduce_scatter(dp) x3, all_reduce(world) x1"
+    want = "broadcast(ep) x6, all_gather(dp) x5, all_to_all(world) x10, reduce_scatter(dp) x3, all_reduce(world) x1"
     assert traces == {0: want, 1: want}, traces
 
+
+
+def test_a_checkpoint_saved_on_two_ranks_resumes_on_one_and_on_four(tmp_path):
+    # 3 steps on 2 ranks, saved (experts Shard(0) over "ep", dense weights replicated, AdamW states, the step);
+    # resumed for 3 more on 1 rank and, with FSDP, on 4: the losses of an uninterrupted 6-step run on one rank
+    ckpt = str(tmp_path / "step-3")
+    head = run(2, ["--steps", "3", "--save", ckpt])[1]
+    whole = run(1, ["--steps", "6"])[1]
+    np.testing.assert_allclose(head, whole[:3], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(run(1, ["--steps", "3", "--resume", ckpt])[1], whole[3:], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(run(4, ["--steps", "3", "--resume", ckpt, "--fsdp"])[1], whole[3:], rtol=0,
+                               atol=2e-6)
 
 def test_a_layout_the_ranks_cannot_split_is_refused():
     with pytest.raises(SystemExit, match="--experts and --global-batch must be multiples of --ep"):
