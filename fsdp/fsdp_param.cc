@@ -51,17 +51,9 @@ void AddConverted(const Tensor& dst, const Tensor& src) {
   AddInPlace(dst, tmp);
 }
 
-// The sharded spec: TP's placements on TP's axes, Shard(dim) on the FSDP shard axis (appended last to
-// that dim's shard order, see [Note: FSDP layout]), Replicate on the HSDP replicate axis.
-// The mesh a sharded parameter lives on, as torch's FSDPParam: a tensor-parallel DTensor's joins FSDP's axes to its
-// own (the FSDP mesh); a plain parameter's is the mesh the caller passed (mesh["dp"] of a (dp, tp) mesh), not the
-// joint mesh with Replicate on the TP axes. Its collectives are the same (the shard and replicate axes' groups).
-dtensor::DeviceMesh ParamMesh(const Tensor& param, const FsdpMeshInfo& mi) {
-  return dtensor::AsDTensorImpl(param) == nullptr && mi.plain_mesh ? *mi.plain_mesh : mi.mesh;
-}
-
-// The sharded parameter's layout on ParamMesh: a TP DTensor's placements on its axes, Shard(dim) on the shard
-// axis (its shard order after the TP axes': "TP shard, then FSDP shard of that"), Replicate elsewhere.
+// The sharded parameter's layout on `mesh` (FsdpParam::param_mesh): TP's placements on TP's axes, Shard(dim) on
+// the FSDP shard axis (appended last to that dim's shard order, see [Note: FSDP layout]: "TP shard, then FSDP shard
+// of that"), Replicate elsewhere (the HSDP replicate axis).
 DTensorSpec ShardedSpec(const Tensor& param, const FsdpMeshInfo& mi, const dtensor::DeviceMesh& mesh, int64_t dim) {
   std::vector<Placement> placements(static_cast<size_t>(mesh.ndim()), dtensor::Replicate{});
   dtensor::ShardOrder order(static_cast<size_t>(param.dim()));
@@ -132,9 +124,8 @@ FsdpParam::FsdpParam(nn::Module* module, std::vector<std::string> fqns, const Te
   const dtensor::ChunkPiece piece = dtensor::ChunkPieceOf(dim_size_, world, mesh_info_.shard_rank());
   local_size_ = piece.size;
   StoreShard(local, [&] { return SlicesOf(local, dim_, piece.offset, local_size_); });
-  param_mesh_.emplace(ParamMesh(param, mesh_info_));
-  sharded_spec_.emplace(ShardedSpec(param, mesh_info_, *param_mesh_, dim_));
-  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, *param_mesh_);
+  sharded_spec_.emplace(ShardedSpec(param, mesh_info_, param_mesh(), dim_));
+  sharded_param_ = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_, param_mesh());
   if (param.requires_grad()) sharded_param_.set_requires_grad(true);
   Registry& r = Live();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -224,7 +215,7 @@ void FsdpParam::ResetShardedParam() {
     unsharded_param_ = Tensor();
   }
   const Tensor fresh = dtensor::MakeDTensor(LocalView(sharded_storage_, 0, local_size_), *sharded_spec_,
-                                            *param_mesh_);
+                                            param_mesh());
   sharded_param_.checked_impl()->SetDataFrom(*fresh.impl(), /*as_data=*/true);
 }
 
@@ -375,10 +366,10 @@ bool FsdpParam::SetShardedGradFrom(const Tensor& flat_output, int64_t offset) {
     memory::LedgerScope ledger(memory::Ledger::kGrads);
     Tensor cast = Empty(reduced.sizes(), orig_dtype_, reduced.device());
     CopyInto(cast, reduced);
-    sharded_param_.set_grad(dtensor::MakeDTensor(cast, *sharded_spec_, *param_mesh_));
+    sharded_param_.set_grad(dtensor::MakeDTensor(cast, *sharded_spec_, param_mesh()));
     return false;
   }
-  sharded_param_.set_grad(dtensor::MakeDTensor(reduced, *sharded_spec_, *param_mesh_));
+  sharded_param_.set_grad(dtensor::MakeDTensor(reduced, *sharded_spec_, param_mesh()));
   return true;
 }
 

@@ -176,6 +176,12 @@ class FsdpParam {
   // sharded_storage_ = a zero-padded flat [padded_shard_numel()] of `like`'s dtype and device (params ledger) whose
   // first local_size_ slices are rows() (not called when there are none, or when `like` is deferred: meta).
   void StoreShard(const Tensor& like, const std::function<Tensor()>& rows);
+  // The mesh the sharded parameter lives on, as torch's FSDPParam places it: a TP DTensor's is the FSDP mesh
+  // (FSDP's axes joined to TP's); a plain parameter's is the mesh the caller passed (FsdpMeshInfo::plain_mesh,
+  // mesh["dp"]), not the joint one with Replicate on the TP axes. Its collectives are the same either way.
+  const dtensor::DeviceMesh& param_mesh() const {
+    return tp_spec_ || !mesh_info_.plain_mesh ? mesh_info_.mesh : *mesh_info_.plain_mesh;
+  }
 
   nn::Module* module_;
   std::vector<std::string> fqns_;
@@ -196,7 +202,6 @@ class FsdpParam {
 
   Tensor sharded_storage_;  // flat [padded_shard_numel], orig dtype, zero padding
   Tensor sharded_param_;    // leaf DTensor over a view of sharded_storage_
-  std::optional<dtensor::DeviceMesh> param_mesh_;  // its mesh: the FSDP mesh, or plain_mesh for a plain param
   std::optional<dtensor::DTensorSpec> sharded_spec_;
   Tensor unsharded_flat_;   // flat [W * padded_shard_numel], param dtype; bytes freed when resharded
   Tensor unsharded_param_;  // leaf: a view of unsharded_flat_ (or a TP DTensor over it)

@@ -34,7 +34,8 @@ _FLOATS = (_dtypes.float32, _dtypes.bfloat16, _dtypes.float16)
 
 
 def _check(mat_a, mat_b, offs, bias, out_dtype):
-    """torch's checks, in its order and with its messages, plus the offsets' range (module doc); the group bounds."""
+    """torch's checks, in its order and with its messages, plus the offsets' range (module doc); the offsets as
+    numbers ([] for 3d x 3d)."""
     for label, m in (("mat_a", mat_a), ("mat_b", mat_b)):
         if m.dtype not in _FLOATS:
             raise RuntimeError("Expected %s to be Float32, BFloat16 or Float16 matrix, got %s"
@@ -70,7 +71,7 @@ def _check(mat_a, mat_b, offs, bias, out_dtype):
     if out_dtype is not None and out_dtype != mat_a.dtype:
         raise RuntimeError("Grouped gemm output dtype must match `mat_a` dtype")
     if offs is None:
-        return None
+        return []
     ends = [int(v) for v in offs.tolist()]
     jagged = mat_a.shape[0] if a2 and not b2 else mat_a.shape[1] if a2 else mat_b.shape[1]
     start = 0
@@ -79,14 +80,14 @@ def _check(mat_a, mat_b, offs, bias, out_dtype):
             raise RuntimeError("grouped_mm: offsets must be non-decreasing and at most %d (the size of the dimension "
                                "they split), got offs = %s (group %d ends at %d)" % (jagged, ends, g, e))
         start = e
-    return [(s, e) for s, e in zip([0] + ends[:-1], ends)]
+    return ends
 
 
 def _grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     """torch._grouped_mm (module doc)."""
-    bounds = _check(mat_a, mat_b, offs, bias, out_dtype)
+    ends = _check(mat_a, mat_b, offs, bias, out_dtype)
     # one C++ op (core/ops/grouped_mm.cc): a Gemm per group into the output, its backward grouped products again
-    return _kernel(mat_a, mat_b, [e for _, e in bounds] if bounds is not None else [])
+    return _kernel(mat_a, mat_b, ends)
 
 
 @autocast_off  # (on neither of torch's CPU autocast lists: a float32 call stays float32 in a bfloat16 region)

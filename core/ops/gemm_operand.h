@@ -1,6 +1,6 @@
 // core/ops/gemm_operand.h — internal to core/ops: a tensor's last two dims as the MatRef Gemm reads
-// (gemm.h), the dtype Gemm reads a floating dtype's operands in, and an operand made readable in place.
-// Shared by matmul.cc and grouped_mm.cc.
+// (gemm.h), the dtype Gemm reads a floating dtype's operands in, an operand made readable in place, and
+// whether a batch of GEMMs runs in parallel. Shared by matmul.cc and grouped_mm.cc.
 //
 // Example:
 //   const DType od = GemmOperandDType(a.dtype());
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "core/base/parallel.h"
 #include "core/ops/gemm.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -29,6 +30,13 @@ inline MatRef MatOf(const Tensor& t, int64_t offset = 0) {
 inline DType GemmOperandDType(DType dtype) {
   if (dtype == DType::kFloat64) return DType::kFloat64;
   return dtype == DType::kBFloat16 && Bf16GemmIsNative() ? DType::kBFloat16 : DType::kFloat32;
+}
+
+// Whether a batch of `count` GEMMs, the largest of `mnk` multiply-adds, runs one GEMM per thread at a time
+// (ParallelFor over the batch; Gemm is single-threaded inside a parallel region) rather than one GEMM after
+// another, each threaded by Gemm: small GEMMs (under 128³ multiply-adds), or many of them.
+inline bool GemmsInParallel(int64_t count, int64_t mnk) {
+  return count > 1 && (mnk <= (int64_t{1} << 21) || count >= 4 * NumThreads());
 }
 
 // An operand of dtype `operand` Gemm can read in place: converts 16-bit floats (to float32 unless they

@@ -31,9 +31,6 @@
 namespace tessel {
 namespace {
 
-// Multiply-adds per group below which groups run in parallel (matmul.cc's small-GEMM bound).
-constexpr int64_t kSmallGemm = int64_t{1} << 21;
-
 std::string Describe(const Tensor& a, const Tensor& b, const std::vector<int64_t>& ends) {
   std::string text = "grouped_mm: " + ShapeStr(a.sizes()) + " x " + ShapeStr(b.sizes());
   if (!ends.empty()) text += " with offsets " + ShapeStr(ends);
@@ -73,7 +70,7 @@ Shape CheckedOutputShape(const Tensor& a, const Tensor& b, const std::vector<int
   return {a.size(0), a.size(1), b.size(2)};
 }
 
-// A's rows [s, e) (2-D), or matrix g of a 3-D tensor, as a MatRef; cols [s, e) of a 2-D tensor.
+// Rows [s, e) or columns [s, e) of a 2-D tensor as a MatRef.
 MatRef Rows(const Tensor& t, int64_t s, int64_t e) {
   MatRef m = MatOf(t, s * t.stride(0));
   m.rows = e - s;
@@ -84,10 +81,36 @@ MatRef Cols(const Tensor& t, int64_t s, int64_t e) {
   m.cols = e - s;
   return m;
 }
-MatRef Matrix(const Tensor& t, int64_t g) {
-  const int64_t d = t.dim();
-  return MatRef{static_cast<const char*>(t.raw_data()) + g * t.stride(0) * ElementSize(t.dtype()), t.size(d - 2),
-                t.size(d - 1), t.stride(d - 2), t.stride(d - 1)};
+
+// One group's product: its operand blocks and where its block of the output starts (in elements; the output's
+// rows are `n_out` apart).
+struct GroupProduct {
+  MatRef a, b;
+  int64_t out_offset;
+};
+
+// The products of the groups that are not empty (grouped_mm.h's table; an empty group writes nothing, its block,
+// if any, stays zero).
+std::vector<GroupProduct> GroupProducts(const Tensor& A, const Tensor& B, const std::vector<int64_t>& ends,
+                                        int64_t n_out) {
+  const bool a2 = A.dim() == 2, b2 = B.dim() == 2;
+  const int64_t groups = ends.empty() ? A.size(0) : static_cast<int64_t>(ends.size());
+  std::vector<GroupProduct> out;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t s = ends.empty() || g == 0 ? 0 : ends[static_cast<size_t>(g - 1)];
+    const int64_t e = ends.empty() ? 1 : ends[static_cast<size_t>(g)];
+    if (e == s) continue;
+    if (a2 && !b2) {
+      out.push_back({Rows(A, s, e), MatOf(B, g * B.stride(0)), s * n_out});
+    } else if (a2) {
+      out.push_back({Cols(A, s, e), Rows(B, s, e), g * A.size(0) * n_out});
+    } else if (b2) {
+      out.push_back({MatOf(A, g * A.stride(0)), Cols(B, s, e), s});
+    } else {
+      out.push_back({MatOf(A, g * A.stride(0)), MatOf(B, g * B.stride(0)), g * A.size(1) * n_out});
+    }
+  }
+  return out;
 }
 
 TensorList GroupedMmKernel(std::span<const Tensor> in, const Attrs& attrs) {
@@ -105,41 +128,22 @@ TensorList GroupedMmKernel(std::span<const Tensor> in, const Attrs& attrs) {
   char* pc = static_cast<char*>(acc.raw_data());
   const int64_t esz = ElementSize(compute);
   const int64_t n_out = out_shape.back();
-  const int64_t groups = ends.empty() ? a.size(0) : static_cast<int64_t>(ends.size());
-  auto bounds = [&](int64_t g) -> std::pair<int64_t, int64_t> {
-    if (ends.empty()) return {0, 1};
-    return {g == 0 ? 0 : ends[static_cast<size_t>(g - 1)], ends[static_cast<size_t>(g)]};
-  };
-  auto product = [&](int64_t g) {
-    const auto [s, e] = bounds(g);
-    if (e == s) return;  // an empty group writes nothing (its block, if any, is zero)
-    if (a2 && !b2) {
-      Gemm(od, Rows(A, s, e), Matrix(B, g), pc + s * n_out * esz, n_out, false);
-    } else if (a2) {
-      const int64_t M = a.size(0);
-      Gemm(od, Cols(A, s, e), Rows(B, s, e), pc + g * M * n_out * esz, n_out, false);
-    } else if (b2) {
-      Gemm(od, Matrix(A, g), Cols(B, s, e), pc + s * esz, n_out, false);
-    } else {
-      Gemm(od, Matrix(A, g), Matrix(B, g), pc + g * a.size(1) * n_out * esz, n_out, false);
+  const std::vector<GroupProduct> products = GroupProducts(A, B, ends, n_out);
+  int64_t largest = 0;
+  for (const GroupProduct& p : products) largest = std::max(largest, p.a.rows * p.a.cols * p.b.cols);
+  auto run = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const GroupProduct& p = products[static_cast<size_t>(i)];
+      Gemm(od, p.a, p.b, pc + p.out_offset * esz, n_out, false);
     }
   };
-  int64_t largest = 0;
-  for (int64_t g = 0; g < groups; ++g) {
-    const auto [s, e] = bounds(g);
-    const int64_t rows = a2 && !b2 ? e - s : (a2 ? a.size(0) : a.size(-2));
-    const int64_t inner = a2 && b2 ? e - s : a.size(-1);
-    const int64_t cols = b2 && !a2 ? e - s : n_out;
-    largest = std::max(largest, rows * inner * cols);
-  }
-  // matmul.cc's batch rule: groups in parallel when each is small or there are many to share out (32 experts of
-  // ~128 x 128 x 256: moe_layer.py 45.0 against 42.4 steps/s, means of four alternated runs, within the VM's noise)
-  if (groups > 1 && (largest <= kSmallGemm || groups >= 4 * NumThreads())) {
-    ParallelFor(0, groups, 1, [&](int64_t g0, int64_t g1) {
-      for (int64_t g = g0; g < g1; ++g) product(g);
-    });
+  // (32 experts of ~128 x 128 x 256 in parallel: moe_layer.py 45.0 against 42.4 steps/s one after another, means
+  // of four alternated runs, within the VM's noise)
+  const int64_t n = static_cast<int64_t>(products.size());
+  if (GemmsInParallel(n, largest)) {
+    ParallelFor(0, n, 1, run);
   } else {
-    for (int64_t g = 0; g < groups; ++g) product(g);
+    run(0, n);
   }
   if (acc.dtype() == a.dtype()) return {acc};
   Tensor out = Empty(out_shape, a.dtype(), a.device());

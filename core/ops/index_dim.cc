@@ -223,7 +223,7 @@ TensorList IndexSelectBackwardKernel(std::span<const Tensor> in, const Attrs& at
   CheckRange("index_select backward", idx, length, dim);
   const int64_t* pi = idx.data_ptr<int64_t>();  // the 1-D index itself: nothing of the gradient's size
   // (index_dim.h, IndexSelectDim: torch's rounding of 16-bit sums)
-  const bool rounded_adds = (attrs.Has("rounded_adds") && attrs.GetBool("rounded_adds")) || shape.size() == 1;
+  const bool rounded_adds = attrs.GetBool("rounded_adds", false) || shape.size() == 1;
   ScatterAddInto(out, dim, idx.size(0), grad, g, [pi](int64_t, int64_t j) { return pi[j]; }, rounded_adds);
   return {out};
 }

@@ -42,8 +42,6 @@
 namespace tessel {
 namespace {
 
-// Per-GEMM multiply-adds below which a batch runs one GEMM per thread instead of threading each GEMM.
-constexpr int64_t kSmallGemm = int64_t{1} << 21;   // 128^3
 constexpr int64_t kBatchGrain = int64_t{1} << 18;  // multiply-adds per parallel task, at least
 // Elements of a panel the bias epilogue handles before running the caller's epilogue on them (16 KiB
 // of float32: both passes over a chunk stay in L1).
@@ -244,7 +242,7 @@ void BatchedGemm(const Tensor& A, const Tensor& B, const Shape& batch, bool sum_
       Gemm(dt, at(ma, oa[i]), at(mb, ob[i]), pc + i * M * N * esz_c, N, accumulate, shifted);
     }
   };
-  if (mnk <= kSmallGemm || nb >= 4 * NumThreads()) {
+  if (GemmsInParallel(nb, mnk)) {
     ParallelFor(0, nb, std::max<int64_t>(1, kBatchGrain / mnk), run);
   } else {
     run(0, nb);  // few large GEMMs: Gemm threads each one

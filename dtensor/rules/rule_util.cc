@@ -232,7 +232,6 @@ bool AllInputsAgree(const OpCall& call) {
   return true;
 }
 
-
 // torch 2.15's single-dim pointwise strategies (_pointwise_ops.py, _common_pointwise_single_dim_strategy), in its
 // order: everything Replicate; each output dim sharded, with every input that carries it whole (not broadcast)
 // sharded there too, when some input is sharded (torch fills its Shard placeholders only then); the op's Partial

@@ -71,9 +71,10 @@ class MoE(nn.Module):
         N, C = x_NC.shape
         scores = F.softmax(self.router(x_NC), dim=-1)
         weight_NK, expert_NK = scores.topk(self.top_k, dim=-1)
-        order = torch.argsort(expert_NK.reshape(-1), stable=True)  # the (token, expert) pairs by expert
+        expert_P = expert_NK.reshape(-1)  # the (token, expert) pairs, P = N·K
+        order = torch.argsort(expert_P, stable=True)  # the pairs by expert
         pairs = x_NC[order // self.top_k]
-        counts_E = torch.bincount(expert_NK.reshape(-1), minlength=self.n_experts)
+        counts_E = torch.bincount(expert_P, minlength=self.n_experts)
         if self.ep == 1:
             out = self.experts(pairs, counts_E)
         else:

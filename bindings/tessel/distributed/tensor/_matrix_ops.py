@@ -62,4 +62,3 @@ def addmm(name, input, mat1, mat2, kernel):
         return einsum_strategies(lhs, rhs, out, list(bias.shape), any_shard)
 
     return _register_sharding.run_sharded(name, (input, mat1, mat2), {}, strategies, kernel, out_shapes=[out_shape])
-
