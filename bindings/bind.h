@@ -35,6 +35,18 @@ auto NoGil(F&& f) -> decltype(f()) {
 // saved-tensor pack hook returned): copies share it; the last one drops it with the GIL held (nn_py.cc).
 std::shared_ptr<py::object> ShareCallable(py::object fn);
 
+// torch's Python state on tensors (tensor_attrs.cc): attributes kept with the tensor itself, so every Python
+// object of one tensor sees them. InstallTensorAttributes sets the Tensor type's getattr / setattr slots;
+// TensorObject(t) is the live Python object last handed out for t (RememberTensorObject) or a new one (None for
+// an undefined tensor): `.grad` returns the same object while one is alive; CarryTensorAttributes gives `to`
+// the attributes of `from` (a Python object rebound to another tensor keeps its attributes); TensorAttributes
+// is t's attribute dict or None, without making one.
+void InstallTensorAttributes(py::handle tensor_type);
+py::object TensorObject(const Tensor& t);
+void RememberTensorObject(py::handle obj);
+void CarryTensorAttributes(const Tensor& from, const Tensor& to);
+py::object TensorAttributes(const Tensor& t);
+
 // This thread's default generator (torch's default generator; each rank thread has its own, so ranks that
 // seed alike draw alike). tessel.manual_seed reseeds it.
 Generator& DefaultGenerator();

@@ -708,7 +708,7 @@ void BindTensor(py::module_& m) {
         return v && t.requires_grad() ? t : t.set_requires_grad(v);
       },
            py::arg("requires_grad") = true, py::return_value_policy::reference_internal)
-      .def_property("grad", [](const Tensor& t) -> std::optional<Tensor> {
+      .def_property("grad", [](const Tensor& t) -> py::object {
         Tensor g = t.grad();
         if (!g.defined() && !t.is_leaf() &&
             !(t.checked_impl()->autograd_meta() != nullptr && t.impl()->autograd_meta()->retains_grad)) {
@@ -723,8 +723,16 @@ void BindTensor(py::module_& m) {
             throw py::error_already_set();
           }
         }
-        return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
-      }, [](const Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); })
+        return TensorObject(g);  // the same Python object while one is alive, as torch's
+      }, [](const Tensor& t, py::object g) {
+        if (g.is_none()) return t.set_grad(Tensor());
+        if (!py::isinstance<Tensor>(g)) {  // torch's TypeError
+          throw py::type_error(Str("assigned grad expected to be a Tensor or None but got grad of type ",
+                                   py::type::of(g).attr("__name__").cast<std::string>()));
+        }
+        t.set_grad(g.cast<const Tensor&>());
+        RememberTensorObject(g);  // `p.grad = g; p.grad is g`
+      })
       .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
         NoGil([&] { Backward(t, gradient ? *gradient : Tensor(), retain_graph); });
       }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
@@ -799,7 +807,10 @@ void BindTensor(py::module_& m) {
       .def("_set_data",
            [](Tensor& self, const Tensor& source) { self.checked_impl()->SetDataFrom(*source.checked_impl(), true); },
            "torch's `tensor.data = source`: this tensor (every handle) takes source's data, shape and strides")
-      .def("_rebind_", [](Tensor& self, const Tensor& other) { self = other; },
+      .def("_rebind_", [](Tensor& self, const Tensor& other) {
+        CarryTensorAttributes(self, other);  // the Python object keeps its attributes, as torch's
+        self = other;
+      },
            "Points this Python tensor at other's data and autograd history (recorded in-place writes)")
       .def("_storage", [](const Tensor& t) {
         // torch's untyped_storage(): the bytes this tensor and its views share, as (address, size in bytes)
@@ -862,6 +873,8 @@ void BindTensor(py::module_& m) {
   // __init__ read garbage and crashed the interpreter. The value is now a default Tensor (no data: every
   // accessor raises "use of an undefined Tensor"); a later __init__ replaces it, as before (pybind11 then drops
   // the lazy value's 16 bytes without a word: only where a method ran before __init__).
+  InstallTensorAttributes(py::type::of<Tensor>());
+  m.def("_tensor_attrs", &TensorAttributes, "The tensor's attribute dict (torch's Tensor.__dict__), or None");
   py::detail::type_info* info = py::detail::get_type_info(typeid(Tensor));
   info->operator_new = [](size_t n) -> void* { return new (::operator new(n)) Tensor(); };
   // pybind11 frees a value whose holder __init__ never built without its destructor: run it, or a tensor stored

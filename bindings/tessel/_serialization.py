@@ -68,7 +68,8 @@ def _whole_storage(t):
 
 def _reduce(self):
     """pickle, as torch pickles a tensor: its whole storage with its shape, strides and offset (a view stays a
-    view, t.t() keeps its strides), and its requires_grad (a non-leaf's too: it comes back a leaf)."""
+    view, t.t() keeps its strides), its requires_grad (a non-leaf's too: it comes back a leaf) and its attributes
+    (`x.tag = 1`: torch's __dict__ state)."""
     if self.is_distributed:
         from .distributed.tensor import _pickle
         return _pickle._reduce(self)
@@ -76,10 +77,13 @@ def _reduce(self):
     whole = _whole_storage(self)
     if whole is None:
         array = (self.float() if name == _BF16 else self).detach().numpy()
-        return _rebuild, (array, name, bool(self.requires_grad))
-    array = (whole.float() if name == _BF16 else whole).numpy()
-    return _rebuild_strided, (array, name, self.storage_offset(), tuple(self.shape), tuple(self.stride()),
-                              bool(self.requires_grad))
+        recipe = _rebuild, (array, name, bool(self.requires_grad))
+    else:
+        array = (whole.float() if name == _BF16 else whole).numpy()
+        recipe = _rebuild_strided, (array, name, self.storage_offset(), tuple(self.shape), tuple(self.stride()),
+                                    bool(self.requires_grad))
+    attrs = _C._tensor_attrs(self)
+    return recipe + (dict(attrs),) if attrs else recipe
 
 
 _C.Tensor.__reduce__ = _reduce
@@ -95,6 +99,9 @@ def _copy(self):
         new = self.detach()
     if self.requires_grad:
         new.requires_grad_(True)
+    attrs = _C._tensor_attrs(self)
+    if attrs:  # the same values in a dict of its own, as torch's copy through __reduce_ex__'s state
+        new.__dict__ = dict(attrs)
     return new
 
 
@@ -109,8 +116,9 @@ SHARE_TENSORS = "tessel: share tensors"
 def _deepcopy(self, memo):
     """copy.deepcopy, as torch's Tensor.__deepcopy__: a leaf over a copy of its storage, made once per storage
     for the whole deepcopy (memo["torch"]: copy.deepcopy([x, x[2:]]) keeps the two sharing, t.t() its strides),
-    with its requires_grad and a deep copy of its .grad (a DTensor keeps its mesh and placements: each rank
-    clones its own piece, with no trip through pickling); a tensor with autograd history raises torch's error."""
+    with its requires_grad and deep copies of its .grad and attributes (a DTensor keeps its mesh and placements:
+    each rank clones its own piece, with no trip through pickling); a tensor with autograd history raises torch's
+    error."""
     if id(self) in memo:
         return memo[id(self)]
     if memo.get(SHARE_TENSORS):
@@ -132,9 +140,12 @@ def _deepcopy(self, memo):
     if self.requires_grad:
         new.requires_grad_(True)
     memo[id(self)] = new
+    import copy
     if self.grad is not None:
-        import copy
         new.grad = copy.deepcopy(self.grad, memo)
+    attrs = _C._tensor_attrs(self)
+    if attrs:  # its attributes, deep-copied as torch's __deepcopy__ copies __dict__
+        new.__dict__ = copy.deepcopy(attrs, memo)
     return new
 
 

@@ -113,6 +113,11 @@ class Pickler(pickle._Pickler):
         if obj.is_distributed:  # this rank's piece, its mesh and placements (distributed/tensor/_pickle.py)
             from .distributed.tensor import _pickle
             return _pickle._reduce(obj)
+        attrs = _C._tensor_attrs(obj)
+        if attrs:  # a tensor with attributes (`x.tag = 1`), as torch's Tensor.__reduce_ex__ writes one
+            func, args = self._tensor(obj, obj.requires_grad)
+            return (TorchGlobal("torch._tensor", "_rebuild_from_type_v2"),
+                    (func, TorchGlobal("torch", "Tensor"), args, dict(attrs)))
         return self._tensor(obj, obj.requires_grad)
 
     def _tensor(self, obj, requires_grad, complex_of=None):

@@ -98,6 +98,13 @@ class TensorImpl {
   bool replaced_parameter() const { return replaced_parameter_; }
   void set_replaced_parameter(bool replaced) { replaced_parameter_ = replaced; }
 
+  // Opaque state a language binding keeps with this tensor for as long as it lives (bindings/tensor_attrs.cc:
+  // the Python attributes of torch's Tensor.__dict__, and the Python object that last wrapped it). Core never
+  // reads it; Detach, views and ShallowCopy* start without it (in torch they are other Python objects). Its
+  // deleter runs on whichever thread drops the impl's last handle.
+  const std::shared_ptr<void>& binding_state() const { return binding_state_; }
+  void set_binding_state(std::shared_ptr<void> state) { binding_state_ = std::move(state); }
+
   // torch's Tensor.set_(source): this impl becomes a view of `source`'s storage with its sizes, strides and
   // offset, so every handle of this impl (a module's buffer, a caller's input) sees the new shape and data.
   // Dense only, same device and (unless `as_data`) dtype; never on a tensor with autograd history, nor
@@ -143,6 +150,7 @@ class TensorImpl {
   bool replaced_parameter_ = false;
   std::unique_ptr<AutogradMeta> autograd_meta_;
   std::shared_ptr<TensorImpl> view_base_;
+  std::shared_ptr<void> binding_state_;
   struct ViewList;  // a mutex and weak handles; created on the first view (tensor.cc)
   mutable std::atomic<ViewList*> views_{nullptr};
 };
