@@ -161,6 +161,28 @@ const FsdpParam* FsdpParam::FindOwnerOf(const Tensor& t, std::string* module_typ
   return nullptr;
 }
 
+bool FsdpParam::on_meta() const {
+  return sharded_storage_.defined() && sharded_storage_.impl()->storage().deferred_init();
+}
+
+void FsdpParam::CheckStillRegistered() const {
+  if (!swapped_in_) return;
+  auto check = [&](nn::Module* module, const std::string& fqn) {
+    const size_t dot = fqn.rfind('.');
+    const nn::Module* owner = dot == std::string::npos ? module : module->Submodule(fqn.substr(0, dot));
+    const Tensor now = owner->OptionalParam(dot == std::string::npos ? fqn : fqn.substr(dot + 1));
+    if (now.is_same(sharded_param_) || now.is_same(unsharded_param_)) return;
+    // torch fails here too, at its forward ("'Parameter' object has no attribute '_local_tensor'")
+    TESSEL_FAIL(ErrorCode::kFailedPrecondition, "fully_shard: parameter '", display_fqn_, "' was replaced ",
+                     "after fully_shard (by ", now.defined() ? Str("a tensor of shape ", ShapeStr(now.sizes())) : "None",
+                     "): the group computes with the parameter it sharded and would silently drop the new one; write ",
+                     "the values into the parameter instead (under no_grad: param.copy_(value), or load_state_dict), ",
+                     "or replace it before fully_shard");
+  };
+  for (const std::string& fqn : fqns_) check(module_, fqn);
+  for (const auto& [module, fqn] : other_owners_) check(module, fqn);
+}
+
 void FsdpParam::SetModuleParam(const Tensor& value) {
   // The first swap retires the user's original handle (an optimizer built before fully_shard then raises
   // on Step); later swaps toggle between this parameter's own sharded and unsharded handles.

@@ -156,6 +156,16 @@ class FsdpParam {
   // The gradient autograd accumulated on the unsharded parameter as a dense local tensor (a TP DTensor
   // gradient is first redistributed to the parameter's TP placements), or undefined.
   Tensor TakeUnshardedGrad();
+  // Forgets the gradient autograd accumulated on the unsharded parameter (an aborted iteration's: it must not
+  // reach the next reduction). No collective.
+  void DropUnshardedGrad() {
+    if (unsharded_param_.defined()) unsharded_param_.set_grad(Tensor());
+  }
+  // kFailedPrecondition when a module this parameter belongs to no longer holds its sharded or unsharded handle
+  // (the user assigned another parameter after fully_shard, which the next unshard would silently undo).
+  void CheckStillRegistered() const;
+  // Built under tessel.device("meta") and not yet materialized (to_empty): its shard holds no values.
+  bool on_meta() const;
   // Writes (or adds, when `accumulate`) `grad` in the rank-major layout of [Note: FSDP layout] into the
   // flat reduce-scatter input; writes zero padding when not accumulating.
   void FoldGradInto(const Tensor& grad, const Tensor& flat_input, int64_t offset, int64_t group_shard_numel,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_join.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -89,6 +90,17 @@ void ParamGroup::Unshard(bool /*async_op*/) {
     post_forward_piece_ = Tensor();  // copied into the all-gather buffer
     return;
   }
+  // torch's _validate_no_meta_params: a parameter built under tessel.device("meta") holds no values until
+  // to_empty (its all-gather would train on zeros).
+  std::vector<std::string> on_meta;
+  for (const FsdpParam* p : raw_params_) {
+    p->CheckStillRegistered();
+    if (p->on_meta()) on_meta.push_back(Str("'", p->fqn(), "'"));
+  }
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, on_meta.empty(), "FSDP parameters should be materialized from ",
+                    "meta device before training, but the following were still on meta device: [",
+                    absl::StrJoin(on_meta, ", "), "]\nFor example, call module.to_empty(device) to materialize to ",
+                    "device and call module.reset_parameters() on each module to initialize values.");
   ctx_->Log("unshard", fqn_);
   pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group(), streams());
 }
@@ -330,6 +342,9 @@ void ParamGroup::AbortIteration() {
   accumulated_has_grad_.clear();
   partial_reduce_output_ = Tensor();
   post_backward_pending = false;
+  // Gradients autograd accumulated on the unsharded parameters before the exception: the next post-backward
+  // would reduce them with its own (the next iteration's gradient doubled), as torch drops them.
+  for (FsdpParam* p : raw_params_) p->DropUnshardedGrad();
   Reshard();
   if (ctx_ != nullptr && ctx_->streams) ctx_->streams->FlushHeldAllGather();
   post_forward_indices_.clear();

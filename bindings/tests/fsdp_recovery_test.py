@@ -42,17 +42,20 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self):
+    def __init__(self, gain=False):
         super().__init__()
         self.a, self.b, self.c = Block(), Block(), Block()
+        # the root group's own parameter: its gradient comes first and is reduced last
+        self.gain = nn.Parameter(tessel.ones(4)) if gain else None
 
     def forward(self, x):
-        return self.c(self.b(Tripwire.apply(self.a(x))))  # b and c have reduced before the tripwire fires
+        y = self.c(self.b(Tripwire.apply(self.a(x))))  # b and c have reduced before the tripwire fires
+        return y if self.gain is None else y * self.gain
 
 
-def build():
+def build(gain=False):
     tessel.manual_seed(0)
-    net = Net()
+    net = Net(gain)
     for m in (net.a, net.b, net.c, net):
         fully_shard(m)
     return net
@@ -66,12 +69,16 @@ def step(net, x):
              net.named_parameters()}, tracer.summary())
 
 
-def run(fail, explicit_reset):
+def run(fail, explicit_reset, clear="module", gain=False):
+    """clear: after the failure, the gradients of every parameter the modules hold ("module": the unsharded ones
+    of the groups the exception left unsharded too) or of the sharded parameters only ("optimizer": what an
+    optimizer built before the step holds, torch's usual zero_grad)."""
     out = {}
 
     def rank_fn(world):
         dist.init_process_group()
-        net = build()
+        net = build(gain)
+        sharded = list(net.parameters())
         x = tessel.ones(2, 4) * (world.rank + 1)
         if fail == "backward":
             _armed.backward = True
@@ -84,7 +91,7 @@ def run(fail, explicit_reset):
                 net(x)
             _armed.forward = False
         if fail is not None:
-            for p in net.parameters():
+            for p in (net.parameters() if clear == "module" else sharded):
                 p.grad = None
         if explicit_reset:
             with pytest.raises(RuntimeError, match="'b' is not the root fully_shard module"):
@@ -96,17 +103,35 @@ def run(fail, explicit_reset):
     return out
 
 
-@pytest.mark.parametrize("fail,explicit_reset", [("backward", False), ("backward", True), ("forward", False),
-                                                 ("forward", True)])
-def test_the_iteration_after_an_exception_equals_a_fresh_one(fail, explicit_reset):
-    fresh = run(None, False)
-    got = run(fail, explicit_reset)
+@pytest.mark.parametrize("fail,explicit_reset,clear", [
+    ("backward", False, "module"), ("backward", True, "module"), ("forward", False, "module"),
+    ("forward", True, "module"), ("backward", False, "optimizer"), ("backward", True, "optimizer")])
+def test_the_iteration_after_an_exception_equals_a_fresh_one(fail, explicit_reset, clear):
+    # "optimizer": the gradient autograd had put on the root's unsharded gain before the tripwire is dropped with the
+    # failed iteration (it was reduced with the next iteration's: the gain's gradient doubled)
+    fresh = run(None, False, gain=clear == "optimizer")
+    got = run(fail, explicit_reset, clear, gain=clear == "optimizer")
     for r in (0, 1):
         grads, summary = got[r]
         assert summary == fresh[r][1]  # the same collectives: nothing left over from the failed iteration
         for name, (param_is_d, grad_is_d, g) in grads.items():
             assert param_is_d and grad_is_d, name  # the modules point at their shards again
             np.testing.assert_array_equal(g, fresh[r][0][name][2], err_msg=name)
+
+
+def test_a_parameter_replaced_after_fully_shard_is_refused_not_dropped():
+    """`block.lin.weight = nn.Parameter(...)` after fully_shard: the next forward raises, naming it (tessel's next
+    unshard put the sharded parameter back and trained without the user's value; torch fails there too)."""
+    def rank_fn(world):
+        dist.init_process_group()
+        net = build()
+        net(tessel.ones(2, 4)).sum().backward()
+        net.b.lin.weight = nn.Parameter(tessel.zeros(4, 4))
+        with pytest.raises(RuntimeError, match=r"fully_shard: parameter 'b.lin.weight' was replaced after "
+                                               r"fully_shard \(by a tensor of shape \[4, 4\]\): .* param.copy_"):
+            net(tessel.ones(2, 4))
+
+    tessel.run_ranks(2, rank_fn)
 
 
 def test_reset_before_the_first_forward_is_a_no_op():

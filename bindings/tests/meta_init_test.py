@@ -14,6 +14,7 @@ import pytest
 import tessel
 import tessel.distributed as dist
 import tessel.nn as nn
+from tessel.distributed.fsdp import fully_shard
 
 from init_testing import Net, one_rank, parallelize, values
 
@@ -92,6 +93,29 @@ def test_torchtitans_meta_then_parallelize_then_init_weights_gives_one_ranks_val
     for r in (0, 1):
         for name in ref:
             np.testing.assert_array_equal(got[r][name], ref[name], err_msg="rank %d %s" % (r, name))
+
+
+def test_fully_shard_refuses_to_train_a_model_still_on_meta():
+    """torch's _validate_no_meta_params: a forward before to_empty raises, naming the parameters (tessel gathered
+    the unwritten shards and trained on zeros)."""
+    def rank_fn(world):
+        dist.init_process_group()
+        with tessel.device("meta"):
+            net = nn.Sequential(nn.Linear(8, 6), nn.Linear(6, 4))
+        for m in (net[0], net[1], net):
+            fully_shard(m)
+        with pytest.raises(RuntimeError, match=r"FSDP parameters should be materialized from meta device before "
+                                               r"training, but the following were still on meta device: "
+                                               r"\['0.weight', '0.bias'\]\nFor example, call module.to_empty"):
+            net(tessel.ones(2, 8))
+        net.to_empty(device="cpu")
+        with tessel.no_grad():
+            for m in net:
+                m.reset_parameters()
+        assert net(tessel.ones(2, 8)).abs().sum().item() > 0
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
 
 
 if __name__ == "__main__":
