@@ -88,6 +88,8 @@ void BindCollectives(py::class_<comm::ProcessGroup, comm::ProcessGroupPtr>& pg) 
         return Issue(async_op, [&] { return g.Broadcast(t, src); });
       }, py::arg("tensor"), py::arg("src"), py::arg("async_op") = false)
       .def("barrier", [](PG& g) { NoGil([&] { g.Barrier()->Wait(); }); })
+      .def("_barrier_work", [](PG& g) { return Issue(true, [&] { return g.Barrier(); }); },
+           "The group's barrier, its Work returned at once (torch's barrier(async_op=True))")
       .def("all_to_all_single", [](PG& g, const Tensor& out, const Tensor& in, std::vector<int64_t> out_splits,
                                    std::vector<int64_t> in_splits, bool async_op) {
         return Issue(async_op, [&] { return g.AllToAll(out, in, out_splits, in_splits); });

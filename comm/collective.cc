@@ -72,6 +72,7 @@ void CheckStacked(const char* op, const char* big_name, const Tensor& big, const
 }  // namespace
 
 std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape) {
+  if (d.kind == CollectiveKind::kBarrier) return Str("barrier #", d.seq);  // (no data: bytes and dtype say nothing)
   std::string s = Str(CollectiveKindName(d.kind), " #", d.seq, " (", d.bytes, " B");
   if (with_shape) s += Str(" of shape ", ShapeStr(d.shape));
   if (with_details) {

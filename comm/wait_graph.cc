@@ -52,16 +52,35 @@ std::optional<uint64_t> WaitsFor(const BlockedCall& w, int self, int member, con
   auto it = issued.find({member, w.key});
   if (it == issued.end() && !w.issuer_key.empty()) {  // a p2p peer that never posted on this channel
     it = issued.find({member, w.issuer_key});
-    if (it == issued.end()) return std::nullopt;
+    if (it == issued.end()) return P2PPosterId(w.issuer_key);  // nor on the group: its queue is idle (Next)
     return it->second.thread;
   }
   if (it == issued.end() || it->second.issued > w.seq) return std::nullopt;
   return it->second.thread;
 }
 
+// The group key of a p2p issuer key (P2PIssuerKey).
+std::string GroupOfIssuer(const std::string& issuer_key) {
+  return issuer_key.substr(0, issuer_key.size() - std::string("/p2p").size());
+}
+
+// Where the edge from p2p call `w` to `member`'s `thread` leads: that thread, or, when it is the member's p2p
+// queue and the queue is neither blocked nor holding a queued batch, the member's thread issuing on the group
+// (only it can hand the queue what `w` waits for). nullopt when that thread is unknown.
+std::optional<uint64_t> Next(const BlockedCall& w, int member, uint64_t thread, bool blocked,
+                             const IssueMap& issued) {
+  if (blocked || w.issuer_key.empty() || thread != P2PPosterId(w.issuer_key)) return thread;
+  const auto queue = issued.find({member, w.issuer_key});
+  if (queue != issued.end() && queue->second.queued > 0) return std::nullopt;
+  const auto feeder = issued.find({member, GroupOfIssuer(w.issuer_key)});
+  if (feeder == issued.end()) return std::nullopt;
+  return feeder->second.thread;
+}
+
 }  // namespace
 
 bool WaitsOnAPeer(const BlockedCall& w, const IssueMap& issued) {
+  if (w.local_target) return true;
   for (int member : w.members) {
     if (WaitsFor(w, w.rank, member, issued)) return true;
   }
@@ -75,6 +94,17 @@ std::string P2PChannelKey(const std::string& group_key, int src, int dst, int ta
 std::string P2PIssuerKey(const std::string& group_key) { return Str(group_key, "/p2p"); }
 
 uint64_t P2PPosterId(const std::string& issuer_key) { return std::hash<std::string>{}(issuer_key); }
+
+void NoteQueued(IssueMap& issued, int rank, const std::string& issuer_key, int delta) {
+  IssueState& state = issued[{rank, issuer_key}];
+  state.thread = P2PPosterId(issuer_key);
+  state.queued += delta;
+}
+
+BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label) {
+  return BlockedCall{.rank = rank, .key = Str(issuer_key, "/caller"), .call = "its own sends and receives",
+                     .label = std::move(label), .local_target = P2PPosterId(issuer_key)};
+}
 
 int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key) {
   const uint64_t poster = P2PPosterId(issuer_key);
@@ -100,8 +130,15 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
   // Along "blocked thread -> the thread that must issue what it waits for", back to `start`.
   std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
     for (const BlockedCall* w : waiting.at(n)) {
+      std::vector<std::pair<int, std::optional<uint64_t>>> targets;
+      if (w->local_target) targets.emplace_back(n.first, *w->local_target);
       for (int member : w->members) {
         const std::optional<uint64_t> thread = WaitsFor(*w, n.first, member, issued);
+        if (!thread) continue;
+        const bool blocked = waiting.count({member, *thread}) > 0;
+        targets.emplace_back(member, Next(*w, member, *thread, blocked, issued));
+      }
+      for (const auto& [member, thread] : targets) {
         if (!thread) continue;
         const Node next{member, *thread};
         path.push_back({w, member});
@@ -119,22 +156,27 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
   Deadlock d{.message = "deadlock: "};
   bool p2p = false, collective = false;
   for (const Step& step : path) {
+    // A caller's wait for its own queue: the queue's step says what it waits on, and the queue's call is the one
+    // that raises (the caller's Wait then rethrows it).
+    if (step.wait->local_target) continue;
     const bool is_p2p = !step.wait->issuer_key.empty();
     (is_p2p ? p2p : collective) = true;
-    d.message += Str(&step == &path.front() ? "" : "; ", "rank ", step.wait->rank, " waits in ", step.wait->call,
+    d.message += Str(d.calls.empty() ? "" : "; ", "rank ", step.wait->rank, " waits in ", step.wait->call,
                      " on ", step.wait->label, " for rank ", step.waits_for,
                      is_p2p ? ", which has not posted its side" : ", which has not issued it");
     d.calls.emplace_back(step.wait->key, step.wait->seq);
   }
   d.message += ". Every one of them is blocked waiting for the next, so none can ever issue what the other needs: ";
-  if (collective) {
+  if (collective && !p2p) {
     d.message += "ranks issued collectives on different groups in different orders (issue them in the same order on "
                  "every rank)";
-  }
-  if (p2p) {
-    d.message += Str(collective ? "; " : "", "a rank left a step of sends and receives midway (after an exception: "
-                     "its peers are still inside the step, and the groups must be rebuilt) or ranks post sends and "
-                     "receives in orders that wait on each other (post each exchange as one batch_isend_irecv)");
+  } else if (collective) {
+    d.message += "a send or receive waits for a rank that is inside a collective (a rank ran one more step of sends "
+                 "and receives than its peer, or left one midway, and the peer went on to the collective)";
+  } else {
+    d.message += "a rank left a step of sends and receives midway (after an exception: its peers are still inside "
+                 "the step, and the groups must be rebuilt) or ranks post sends and receives in orders that wait on "
+                 "each other (post each exchange as one batch_isend_irecv)";
   }
   return d;
 }

@@ -1,7 +1,7 @@
 // comm/wait_graph.h — FindDeadlock: the wait-for graph of callers blocked in Work::Wait, shared by the
 // threads and gloo backends to turn "collectives issued on different groups in different orders" and
-// "sends and receives that wait on each other" (a rank that left a pipeline step midway) into an immediate
-// error instead of a wait for the group timeout.
+// "sends and receives that wait on each other" (a rank that left a pipeline step midway), also a send or receive
+// against a collective, into an immediate error instead of a wait for the group timeout.
 //
 // Invariant: a reported cycle is a certain deadlock, given that each rank issues the calls of one group
 // from one thread. A thread blocked on call `seq` of group G waits for every member of G that has not
@@ -13,7 +13,9 @@
 // at most k sends on it (and conversely for a send that waits for its receive). A rank's sends and receives
 // on a group are posted in order by one queue (the backend's p2p CommThread: its worker, or a caller that
 // runs the queued ops while it waits), so the graph's node for them is that queue (P2PPosterId), not an OS
-// thread; the queue counts a post before it makes it, so a stale count can only hide an edge.
+// thread; the queue counts a post before it makes it, so a stale count can only hide an edge. A queue that is
+// not blocked and has nothing queued waits for the thread that feeds it, the rank's thread issuing on the group
+// (one thread per group, as above); a caller blocked on its own sends and receives waits for its queue.
 //
 // Example:
 //   std::vector<BlockedCall> blocked = {{.rank = 0, .thread = t0, .key = "sub", .seq = 0, ...},
@@ -50,6 +52,9 @@ struct BlockedCall {
   std::vector<int> members;
   // p2p: where a member's p2p thread is recorded when it has posted nothing on `key` yet ("" for collectives).
   std::string issuer_key;
+  // A caller waiting for its own sends and receives (P2PCallerWait): the node of its rank it waits for, its
+  // p2p queue (P2PPosterId); `members` is empty then.
+  std::optional<uint64_t> local_target;
 };
 
 // The channel of a send from global rank `src` to global rank `dst` with `tag` on the group `group_key`: both
@@ -64,16 +69,28 @@ std::string P2PIssuerKey(const std::string& group_key);
 // The "thread" of the wait-for graph that posts a rank's sends and receives on the group with `issuer_key`.
 uint64_t P2PPosterId(const std::string& issuer_key);
 
-// Per (global rank, group key): the thread issuing on the group and how many calls it issued.
+// Per (global rank, group key): the thread issuing on the group and how many calls it issued. Under a p2p
+// issuer key, `queued` counts the batches handed to the rank's p2p queue that it has not started yet (NoteQueued):
+// while any is, the queue may still post without its feeder.
 struct IssueState {
   uint64_t thread = 0;
   int64_t issued = 0;
+  int64_t queued = 0;
 };
 using IssueMap = std::map<std::pair<int, std::string>, IssueState>;
 
 // Counts a post of `rank`'s p2p queue on `channel` in `issued` (recording the queue under `issuer_key` too);
 // returns the post's index on the channel. The backends call it before they post.
 int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key);
+// A batch of sends and receives handed to `rank`'s p2p queue (+1, by the caller, before it is queued) or started
+// by it (-1, after its posts are counted).
+void NoteQueued(IssueMap& issued, int rank, const std::string& issuer_key, int delta);
+// The blocked call of a thread of `rank` that waits for its own sends and receives on the group of `issuer_key`
+// (a send / recv / batch's Work::Wait): an edge to the rank's p2p queue. With it, and with an idle queue leading
+// to the thread that feeds it (the one issuing on the group), a send whose peer sits in a collective on the group
+// (a barrier after a pipeline step one rank left early) closes a cycle: rank 0 waits for its send, the send for
+// rank 1's queue, the queue for rank 1's thread, that thread in the barrier for rank 0.
+BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label);
 
 struct Deadlock {
   std::string message;

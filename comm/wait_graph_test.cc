@@ -113,10 +113,41 @@ TEST(WaitGraphTest, ACycleThroughACollectiveAndAReceiveNamesBothCauses) {
                             "its side"),
             std::string::npos)
       << d->message;
-  EXPECT_NE(d->message.find("(issue them in the same order on every rank); a rank left a step of sends and "
-                            "receives midway"),
+  EXPECT_NE(d->message.find("none can ever issue what the other needs: a send or receive waits for a rank that is "
+                            "inside a collective"),
             std::string::npos)
       << d->message;
+}
+
+TEST(WaitGraphTest, ASendWhosePeerSitsInACollectiveOfTheGroupIsACycleThroughTheCallersWait) {
+  // Rank 0's thread 20 waits for its own send (P2PCallerWait); its p2p queue waits for rank 1, which never posted
+  // on the group and whose thread 21 (issuing on "world") waits in barrier #0 for rank 0's thread 20.
+  const std::string issuer = P2PIssuerKey("world"), channel = P2PChannelKey("world", 0, 1, 0);
+  const uint64_t queue = P2PPosterId(issuer);
+  BlockedCall caller = P2PCallerWait(0, issuer, "group 'world'");
+  caller.thread = 20;
+  const BlockedCall send{.rank = 0, .thread = queue, .key = channel, .seq = 0, .call = "send to rank 1 (tag 0)",
+                         .label = "group 'world'", .members = {1}, .issuer_key = issuer};
+  const std::vector<BlockedCall> blocked = {caller, send, Blocked(1, 21, "world", 0, {0, 1})};
+  IssueMap issued = {{{0, "world"}, {20, 0}}, {{1, "world"}, {21, 1}}};
+  CountPost(issued, 0, channel, issuer);
+  for (const auto& [rank, thread] : std::vector<std::pair<int, uint64_t>>{{0, 20}, {0, queue}, {1, 21}}) {
+    const std::optional<Deadlock> d = FindDeadlock(blocked, issued, rank, thread);
+    ASSERT_TRUE(d.has_value()) << rank << " " << thread;
+    EXPECT_NE(d->message.find("rank 0 waits in send to rank 1 (tag 0) on group 'world' for rank 1, which has not "
+                              "posted its side; rank 1 waits in all_reduce #0 on group 'world' for rank 0, which has "
+                              "not issued it. "),
+              std::string::npos)
+        << d->message;
+    EXPECT_EQ(d->calls.size(), 2u);  // the send and the barrier (the caller's wait rethrows the send's verdict)
+  }
+  // Not a deadlock: rank 1 has a batch queued (its queue may still post the receive), or rank 0's thread is not
+  // waiting for its send (it computes, and will reach the barrier).
+  IssueMap queued = issued;
+  NoteQueued(queued, 1, issuer, +1);
+  EXPECT_FALSE(FindDeadlock(blocked, queued, 1, 21).has_value());
+  const std::vector<BlockedCall> no_caller(blocked.begin() + 1, blocked.end());
+  EXPECT_FALSE(FindDeadlock(no_caller, issued, 1, 21).has_value());
 }
 
 }  // namespace

@@ -138,26 +138,73 @@ Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward,
 
 // Every rank's [ndim, dtype, sizes...] in mesh (row-major) order: one all_gather per axis, innermost
 // first, so rows end up ordered by flat coordinate.
-std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const DeviceMesh& mesh) {
+// One rank's row of run_check's exchange: [ndim, dtype, layout, placements (one code per mesh axis), sizes
+// (kMaxCheckedDims)]. The placements travel too (torch compares none of them): ranks that pass different ones
+// would otherwise each build a DTensor of another global shape from the same pieces, silently. `layout` is a
+// fingerprint of what else the caller fixed (shard order, global shape and strides).
+constexpr size_t kRowPlacements = 3;
+int64_t PlacementCode(const Placement& p) {  // Shard(d): d; Replicate: -1; Partial(op): -2 - op
+  if (const Shard* s = std::get_if<Shard>(&p)) return s->dim;
+  if (const Partial* q = std::get_if<Partial>(&p)) return -2 - static_cast<int64_t>(q->reduce_op);
+  return -1;
+}
+Placement PlacementOfCode(int64_t code) {
+  if (code >= 0) return Shard{code};
+  if (code == -1) return Replicate{};
+  return Partial{static_cast<comm::ReduceOp>(-2 - code)};
+}
+int64_t LayoutFingerprint(const FromLocalOptions& options) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fixed ints: the same on every rank and process
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
+  if (options.shard_order) {
+    for (const auto& axes : *options.shard_order) {
+      mix(-1);
+      for (int a : axes) mix(a);
+    }
+  }
+  for (const std::optional<Shape>* fixed : {&options.shape, &options.stride}) {
+    mix(-2);
+    if (*fixed) {
+      for (int64_t v : **fixed) mix(v);
+    }
+  }
+  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+}
+
+std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const DeviceMesh& mesh,
+                                                  const std::vector<Placement>& placements,
+                                                  const FromLocalOptions& options) {
   TESSEL_CHECK(local.dim() <= kMaxCheckedDims, "FromLocal(run_check): at most ", kMaxCheckedDims,
                " dims are supported, got ", local.dim());
-  std::vector<int64_t> mine(2 + kMaxCheckedDims, 0);
+  const size_t axes = static_cast<size_t>(mesh.ndim()), width = kRowPlacements + axes + kMaxCheckedDims;
+  std::vector<int64_t> mine(width, 0);
   mine[0] = local.dim();
   mine[1] = static_cast<int64_t>(local.dtype());
-  for (int64_t d = 0; d < local.dim(); ++d) mine[static_cast<size_t>(2 + d)] = local.size(d);
-  Tensor cur = FromVector(mine, {1, 2 + kMaxCheckedDims});
+  mine[2] = LayoutFingerprint(options);
+  for (size_t a = 0; a < axes; ++a) {
+    mine[kRowPlacements + a] = a < placements.size() ? PlacementCode(placements[a]) : -100;  // (-100: none)
+  }
+  for (int64_t d = 0; d < local.dim(); ++d) mine[kRowPlacements + axes + static_cast<size_t>(d)] = local.size(d);
+  Tensor cur = FromVector(mine, {1, static_cast<int64_t>(width)});
   for (int a = mesh.ndim() - 1; a >= 0; --a) {
-    Tensor out = Empty({mesh.size(a) * cur.size(0), 2 + kMaxCheckedDims}, DType::kInt64);
+    Tensor out = Empty({mesh.size(a) * cur.size(0), static_cast<int64_t>(width)}, DType::kInt64);
     mesh.axis_group(a)->AllGather(out, cur)->Wait();
     cur = out;
   }
   const std::vector<int64_t> flat = cur.ToVector<int64_t>();
   std::vector<std::vector<int64_t>> rows;
   for (size_t r = 0; r < static_cast<size_t>(cur.size(0)); ++r) {
-    rows.emplace_back(flat.begin() + static_cast<int64_t>(r * (2 + kMaxCheckedDims)),
-                      flat.begin() + static_cast<int64_t>((r + 1) * (2 + kMaxCheckedDims)));
+    const auto row = flat.begin() + static_cast<int64_t>(r * width);
+    rows.emplace_back(row, row + static_cast<int64_t>(width));
   }
   return rows;
+}
+
+// The placements rank row `row` passed (run_check's exchange), for messages.
+std::string RowPlacements(const std::vector<int64_t>& row, size_t axes) {
+  std::vector<Placement> ps;
+  for (size_t a = 0; a < axes; ++a) ps.push_back(PlacementOfCode(row[kRowPlacements + a]));
+  return PlacementsToString(ps);
 }
 
 // Global size of each dim from every rank's local sizes: the sum over the pieces of a sharded dim (the
@@ -174,7 +221,7 @@ Shape DeriveGlobalShape(const std::vector<std::vector<int64_t>>& rows, const Mes
         const bool shards_d = std::find(axes.begin(), axes.end(), a) != axes.end();
         if (!shards_d && coord[static_cast<size_t>(a)] != 0) counts = false;
       }
-      const int64_t size = rows[static_cast<size_t>(flat)][static_cast<size_t>(2 + d)];
+      const int64_t size = rows[static_cast<size_t>(flat)][kRowPlacements + static_cast<size_t>(mesh.ndim() + d)];
       if (counts) shape[static_cast<size_t>(d)] = axes.empty() ? size : shape[static_cast<size_t>(d)] + size;
     }
   }
@@ -185,14 +232,23 @@ Shape DeriveGlobalShape(const std::vector<std::vector<int64_t>>& rows, const Mes
 // Every rank sees the same data, so every rank raises the same error.
 Shape CheckLocalShapes(const Tensor& local, const DeviceMesh& mesh, const std::vector<Placement>& placements,
                        const FromLocalOptions& options) {
-  const std::vector<std::vector<int64_t>> rows = GatherLocalInfo(local, mesh);
+  const std::vector<std::vector<int64_t>> rows = GatherLocalInfo(local, mesh, placements, options);
   const MeshTopology& topo = mesh.topology();
+  const size_t axes = static_cast<size_t>(mesh.ndim());
   for (size_t r = 1; r < rows.size(); ++r) {
     TESSEL_CHECK(rows[r][0] == rows[0][0] && rows[r][1] == rows[0][1], "FromLocal(run_check): rank ",
                  topo.ranks()[r], " passed a ", rows[r][0], "-d ", DTypeName(static_cast<DType>(rows[r][1])),
                  " local tensor but rank ", topo.ranks()[0], " passed a ", rows[0][0], "-d ",
                  DTypeName(static_cast<DType>(rows[0][1])), " one; placements ", PlacementsToString(placements),
                  " on ", mesh.ToString());
+    TESSEL_CHECK(std::equal(rows[r].begin() + kRowPlacements, rows[r].begin() + kRowPlacements + axes,
+                            rows[0].begin() + kRowPlacements),
+                 "FromLocal(run_check): rank ", topo.ranks()[r], " passed placements ", RowPlacements(rows[r], axes),
+                 " but rank ", topo.ranks()[0], " passed ", RowPlacements(rows[0], axes), " on ", mesh.ToString(),
+                 "; every rank must pass the same placements (each would build a DTensor of another global shape)");
+    TESSEL_CHECK(rows[r][2] == rows[0][2], "FromLocal(run_check): rank ", topo.ranks()[r], " and rank ",
+                 topo.ranks()[0], " passed different shape, stride or shard order arguments; placements ",
+                 PlacementsToString(placements), " on ", mesh.ToString());
   }
   const ShardOrder order = options.shard_order.value_or(DefaultShardOrder(placements, local.dim()));
   const Shape shape = options.shape.value_or(DeriveGlobalShape(rows, topo, order, local.dim()));
@@ -200,7 +256,8 @@ Shape CheckLocalShapes(const Tensor& local, const DeviceMesh& mesh, const std::v
   for (size_t r = 0; r < rows.size(); ++r) {
     const std::vector<int64_t> coord = *topo.CoordinateOf(topo.ranks()[r]);
     const Shape want = ComputeLocalShape(spec, coord);
-    const Shape got(rows[r].begin() + 2, rows[r].begin() + 2 + local.dim());
+    const auto sizes = rows[r].begin() + static_cast<int64_t>(kRowPlacements + axes);
+    const Shape got(sizes, sizes + local.dim());
     TESSEL_CHECK(got == want, "FromLocal(run_check): rank ", topo.ranks()[r], " at coordinate ", ShapeStr(coord),
                  " has local shape ", ShapeStr(got), " but ", spec.ToString(), " needs ", ShapeStr(want),
                  "; local shapes are inconsistent across ranks");

@@ -173,11 +173,11 @@ void FsdpParam::CheckStillRegistered() const {
     const Tensor now = owner->OptionalParam(dot == std::string::npos ? fqn : fqn.substr(dot + 1));
     if (now.is_same(sharded_param_) || now.is_same(unsharded_param_)) return;
     // torch fails here too, at its forward ("'Parameter' object has no attribute '_local_tensor'")
-    TESSEL_FAIL(ErrorCode::kFailedPrecondition, "fully_shard: parameter '", display_fqn_, "' was replaced ",
-                     "after fully_shard (by ", now.defined() ? Str("a tensor of shape ", ShapeStr(now.sizes())) : "None",
-                     "): the group computes with the parameter it sharded and would silently drop the new one; write ",
-                     "the values into the parameter instead (under no_grad: param.copy_(value), or load_state_dict), ",
-                     "or replace it before fully_shard");
+    const std::string by = now.defined() ? Str("a tensor of shape ", ShapeStr(now.sizes())) : "None";
+    TESSEL_FAIL(ErrorCode::kFailedPrecondition, "fully_shard: parameter '", display_fqn_, "' was replaced after ",
+                "fully_shard (by ", by, "): the group computes with the parameter it sharded and would silently ",
+                "drop the new one; write the values into the parameter instead (under no_grad: param.copy_(value), ",
+                "or load_state_dict), or replace it before fully_shard");
   };
   for (const std::string& fqn : fqns_) check(module_, fqn);
   for (const auto& [module, fqn] : other_owners_) check(module, fqn);

@@ -154,3 +154,46 @@ def test_a_rank_that_destroyed_its_process_group_fails_its_peers_at_once_and_may
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_send_against_a_peers_barrier_and_from_local_with_other_placements_fail_at_once():
+    """From a distributed-misuse sweep: a send whose peer went on to barrier() (a pipeline stage that ran one step
+    more than its peer) raises the deadlock on both ranks at once (it waited out the group timeout, as torch's
+    hangs), naming the send and the barrier (which a mismatch names "barrier", no longer a one-byte all_reduce);
+    from_local(run_check=True) with other placements on each rank raises on both, naming them (each built a DTensor
+    of another global shape, silently)."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import DTensor, Shard
+    caught = {}
+
+    def p2p(world):
+        dist.init_process_group()
+        start = time.monotonic()
+        try:
+            if world.rank == 0:
+                dist.send(tessel.ones(4), 1)
+            else:
+                dist.barrier()
+        except dist.DistBackendError as e:  # (the group is unusable afterwards)
+            caught[("p2p", world.rank)] = (str(e), time.monotonic() - start)
+
+    def placements(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        try:
+            DTensor.from_local(tessel.ones(2, 2), mesh, [Shard(world.rank)], run_check=True)
+        except ValueError as e:
+            caught[("placements", world.rank)] = str(e)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, p2p)
+    tessel.run_ranks(2, placements)
+    for r in (0, 1):
+        message, seconds = caught[("p2p", r)]
+        assert seconds < 5, seconds
+        assert ("deadlock: rank 0 waits in send to rank 1 (tag 0, 16 B, float32) on group 'world' (global ranks "
+                "[0, 1]) for rank 1, which has not posted its side; rank 1 waits in barrier #0 on group 'world'") \
+            in message, message
+        assert "a send or receive waits for a rank that is inside a collective" in message
+        assert ("FromLocal(run_check): rank 1 passed placements [S(1)] but rank 0 passed [S(0)] on DeviceMesh"
+                in caught[("placements", r)]), caught[("placements", r)]

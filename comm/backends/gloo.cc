@@ -208,6 +208,8 @@ class GlooProcessGroup final : public ProcessGroup {
   }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
+  // Hands a batch of sends and receives (`run`, which calls RunP2P) to the p2p queue.
+  WorkPtr SubmitP2P(std::function<void()> run);
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override {
     return NewGroupAgreed(ranks, "g");
   }
@@ -745,18 +747,29 @@ WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
                         op.tensor.numel() * ElementSize(op.tensor.dtype())});
     if (!is_send) MarkWritten(op.tensor);
   }
-  return p2p_thread_.Get().Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
-    RunP2P(ops, label, timeout);
-  });
+  const std::string label = GroupLabel(name(), global_ranks());
+  return SubmitP2P([this, ops, timeout = timeout(), label] { RunP2P(ops, label, timeout); });
 }
 
 WorkPtr GlooProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
   return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
     const std::string label = GroupLabel(name(), global_ranks());
-    return p2p_thread_.Get().Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    return SubmitP2P([this, tensor, tag, source, timeout = timeout(), label] {
       RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
     });
   });
+}
+
+WorkPtr GlooProcessGroup::SubmitP2P(std::function<void()> run) {
+  // Queued before it is handed over (RunP2P's P2PBatchWatch counts it started), and the caller's wait for it is a
+  // node of the wait-for graph (P2PCallerWait): a send against a peer's collective is then a deadlock found at once.
+  const std::string issuer = P2PIssuerKey(prefix_);
+  monitor_->NoteQueued(issuer, +1);
+  BlockedCall wait = P2PCallerWait(global_ranks_[rank_], issuer, GroupLabel(name(), global_ranks()));
+  WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
+  return TrackBlockingWait(
+      std::move(work), [m = monitor_, wait = std::move(wait)] { return m->BeginBlockedWait(wait); },
+      [m = monitor_](int64_t handle) { m->EndBlockedWait(handle); });
 }
 
 void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {

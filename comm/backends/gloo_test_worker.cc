@@ -438,6 +438,29 @@ TEST(GlooTest, ReceivesThatWaitForEachOtherInARingRaiseADeadlockOnEveryProcess) 
   pg.Barrier()->Wait();
 }
 
+// A send whose receiver went on to a barrier of the group instead (a pipeline stage that ran one step more than
+// its peer): the caller's wait for its send, its p2p queue, the peer's idle queue and the peer's thread in the
+// barrier close the cycle, so both processes raise kAborted naming the send and the barrier within seconds.
+TEST(GlooTest, ASendAgainstThePeersBarrierRaisesADeadlockOnEveryProcess) {
+  ProcessGroup& pg = World();
+  if (pg.size() != 2) GTEST_SKIP() << "needs 2 ranks";
+  ProcessGroupPtr g = pg.NewGroup({0, 1});  // fresh: the deadlock breaks it
+  const auto start = Clock::now();
+  ExpectErrorContains(
+      [&] {
+        if (g->rank() == 0) {
+          g->Send(Ones({2}), 1, 4)->Wait();
+        } else {
+          g->Barrier()->Wait();
+        }
+      },
+      ErrorCode::kAborted,
+      {"deadlock: rank 0 waits in send to rank 1 (global 1, tag 4, 8 B) on group '", "rank 1 waits in barrier #0",
+       "a send or receive waits for a rank that is inside a collective"});
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  pg.Barrier()->Wait();
+}
+
 TEST(GlooTest, EnvironmentErrorsNameTheVariable) {
   const std::string saved = std::getenv("MASTER_PORT");
   setenv("MASTER_PORT", "x", 1);

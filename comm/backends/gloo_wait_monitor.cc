@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "core/base/error.h"
 
@@ -16,19 +17,21 @@ constexpr std::chrono::milliseconds kStoreTimeout{5000};
 std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 std::string Text(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
-// Snapshot lines: "I\t<key>\t<thread>\t<issued>" and
-// "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>\t<issuer key>" (the issuer key empty for collectives).
+// Snapshot lines: "I\t<key>\t<thread>\t<issued>\t<queued>" and
+// "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>\t<issuer key>\t<local target>" (the issuer key empty
+// for collectives, the local target for all but a caller's wait for its own sends and receives).
 void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked, IssueMap* issued) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
-    if (f.size() == 4 && f[0] == "I") {
-      (*issued)[{rank, f[1]}] = {std::stoull(f[2]), std::stoll(f[3])};
-    } else if ((f.size() == 7 || f.size() == 8) && f[0] == "B") {
+    if ((f.size() == 4 || f.size() == 5) && f[0] == "I") {
+      (*issued)[{rank, f[1]}] = {std::stoull(f[2]), std::stoll(f[3]), f.size() == 5 ? std::stoll(f[4]) : 0};
+    } else if (f.size() >= 7 && f.size() <= 9 && f[0] == "B") {
       BlockedCall b{.rank = rank, .thread = std::stoull(f[1]), .key = f[2], .seq = std::stoll(f[3]), .call = f[4],
-                    .label = f[5], .issuer_key = f.size() == 8 ? f[7] : ""};
+                    .label = f[5], .issuer_key = f.size() >= 8 ? f[7] : ""};
+      if (f.size() == 9 && !f[8].empty()) b.local_target = std::stoull(f[8]);
       std::istringstream members(f[6]);
       for (std::string m; std::getline(members, m, ',');) b.members.push_back(std::stoi(m));
       blocked->push_back(std::move(b));
@@ -62,6 +65,11 @@ void WaitMonitor::NoteIssued(const std::string& key, int64_t seq) {
 int64_t WaitMonitor::NotePosted(const std::string& channel, const std::string& issuer_key) {
   std::lock_guard<std::mutex> lock(mu_);
   return CountPost(issued_, rank_, channel, issuer_key);
+}
+
+void WaitMonitor::NoteQueued(const std::string& issuer_key, int delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comm::NoteQueued(issued_, rank_, issuer_key, delta);
 }
 
 int64_t WaitMonitor::BeginBlockedWait(BlockedCall wait) {
@@ -172,13 +180,15 @@ void WaitMonitor::Record(const std::pair<std::string, int64_t>& call, const std:
 
 std::string WaitMonitor::Snapshot() const {
   std::string out;
-  for (const auto& [where, state] : issued_) out += Str("I\t", where.second, "\t", state.thread, "\t", state.issued, "\n");
+  for (const auto& [where, state] : issued_) {
+    out += Str("I\t", where.second, "\t", state.thread, "\t", state.issued, "\t", state.queued, "\n");
+  }
   for (const auto& [handle, entry] : blocked_) {
     const BlockedCall& b = entry.first;
     std::string members;
     for (int m : b.members) members += Str(members.empty() ? "" : ",", m);
     out += Str("B\t", b.thread, "\t", b.key, "\t", b.seq, "\t", b.call, "\t", b.label, "\t", members, "\t",
-               b.issuer_key, "\n");
+               b.issuer_key, "\t", b.local_target ? Str(*b.local_target) : "", "\n");
   }
   return out;
 }
@@ -262,6 +272,7 @@ P2PBatchWatch::P2PBatchWatch(WaitMonitor& monitor, const std::string& group_key,
     : monitor_(monitor), group_key_(group_key), issuer_(P2PIssuerKey(group_key)), rank_(global_rank) {}
 
 P2PBatchWatch::~P2PBatchWatch() {
+  if (!started_) monitor_.NoteQueued(issuer_, -1);
   for (int64_t h : handles_) monitor_.EndBlockedWait(h);
   for (const Op& op : ops_) monitor_.EndExchange(op.channel, op.index);
 }
@@ -274,6 +285,7 @@ void P2PBatchWatch::Post(int peer, bool is_send, int tag, std::string call) {
 }
 
 void P2PBatchWatch::Block(const std::string& label) {
+  if (!std::exchange(started_, true)) monitor_.NoteQueued(issuer_, -1);  // every post of the batch counted
   for (const Op& op : ops_) {
     handles_.push_back(monitor_.BeginBlockedWait({.thread = P2PPosterId(issuer_), .key = op.channel, .seq = op.index,
                                                   .call = op.call, .label = label, .members = {op.peer},

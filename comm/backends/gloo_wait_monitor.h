@@ -57,6 +57,9 @@ class WaitMonitor {
   // This rank's p2p queue of the group with P2PIssuerKey `issuer_key` is about to post an op on the channel
   // `channel` (wait_graph.h): counts it and returns its index there.
   int64_t NotePosted(const std::string& channel, const std::string& issuer_key);
+  // A batch of sends and receives handed to this rank's p2p queue of the group with `issuer_key` (+1), or started
+  // by it (-1): wait_graph.h's NoteQueued.
+  void NoteQueued(const std::string& issuer_key, int delta);
   // The calling thread blocks in Wait on `wait` (rank, and thread except for p2p, filled in here) until
   // EndBlockedWait.
   int64_t BeginBlockedWait(BlockedCall wait);
@@ -113,7 +116,8 @@ class WaitMonitor {
 
 // One batch of sends and receives of a group, as the wait-for graph sees it (wait_graph.h). Post() counts an
 // op on its channel before the backend posts it (peer -1, a receive from any rank, stays out of the graph);
-// Block() registers every other op as a blocked call of the group's p2p queue; Watch() lists the batch's
+// Block() registers every other op as a blocked call of the group's p2p queue and counts the batch started
+// (NoteQueued -1; the destructor does when Block did not run); Watch() lists the batch's
 // buffers, which a verdict on any of its ops aborts (the queue may be waiting on another op of the batch
 // than the one judged); verdict() is that verdict. The destructor unregisters everything.
 //
@@ -148,6 +152,7 @@ class P2PBatchWatch {
   const int rank_;
   std::vector<Op> ops_;  // those with a named peer
   std::vector<int64_t> handles_;
+  bool started_ = false;
 };
 
 }  // namespace tessel::comm::gloo_internal

@@ -176,6 +176,8 @@ class ThreadsProcessGroup final : public ProcessGroup {
   WorkPtr Barrier() override { return Issue(CollectiveDesc{}, {}, nullptr, nullptr, 1, &ExecBarrier); }
   WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
   WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
+  // Hands a batch of sends and receives (`run`, which calls RunP2P) to the p2p queue.
+  WorkPtr SubmitP2P(std::function<void()> run);
   std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override {
     return NewGroupAgreed(ranks, "");
   }
@@ -227,18 +229,31 @@ WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
                         op.tensor.numel() * ElementSize(op.tensor.dtype())});
     if (!is_send) MarkWritten(op.tensor);
   }
-  return p2p_thread_.Get().Submit([this, ops, timeout = timeout(), label = GroupLabel(name(), global_ranks())] {
-    rendezvous_->RunP2P(rank_, ops, timeout, label);
-  });
+  const std::string label = GroupLabel(name(), global_ranks());
+  return SubmitP2P([this, ops, timeout = timeout(), label] { rendezvous_->RunP2P(rank_, ops, timeout, label); });
 }
 
 WorkPtr ThreadsProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
   return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
     const std::string label = GroupLabel(name(), global_ranks());
-    return p2p_thread_.Get().Submit([this, tensor, tag, source, timeout = timeout(), label] {
+    return SubmitP2P([this, tensor, tag, source, timeout = timeout(), label] {
       rendezvous_->RunP2P(rank_, {P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, timeout, label, source.get());
     });
   });
+}
+
+WorkPtr ThreadsProcessGroup::SubmitP2P(std::function<void()> run) {
+  // Queued before it is handed over (RunP2P counts it started), and the caller's wait for it is a node of the
+  // wait-for graph (P2PCallerWait): a send against a peer's collective is then a deadlock found at once.
+  const auto& world = rendezvous_->world();
+  const int me = global_ranks()[rank_];
+  const std::string issuer = P2PIssuerKey(rendezvous_->key());
+  world->NoteQueued(me, issuer, +1);
+  BlockedCall wait = P2PCallerWait(me, issuer, GroupLabel(name(), global_ranks()));
+  WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
+  return TrackBlockingWait(
+      std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },
+      [world](int64_t handle) { world->EndBlockedWait(handle); });
 }
 
 std::shared_ptr<ProcessGroup> ThreadsProcessGroup::MakeMemberGroup(const NewGroupMembers& members,

@@ -371,11 +371,45 @@ TEST(ThreadsErrorsTest, UnmatchedRecvTimesOutAndMismatchedSizesAbort) {
       ExpectErrorContains([&] { pg->Recv(Zeros({2}), 1, 5)->Wait(); }, ErrorCode::kDeadlineExceeded,
                   {"timed out after 300 ms", "recv from rank 1 (tag 5, 8 B, float32)"});
       pg->set_timeout(kDefaultTimeout);
+    } else {
+      std::this_thread::sleep_for(milliseconds(600));  // busy, not blocked: no deadlock, only the timeout
     }
     pg->Barrier()->Wait();  // a p2p timeout leaves the group usable
     const WorkPtr w = pg->rank() == 0 ? pg->Send(Zeros({2}), 1) : pg->Recv(Zeros({3}), 0);
     ExpectErrorContains([&] { w->Wait(); }, ErrorCode::kAborted, {"p2p mismatch", "send to rank 1", "recv from rank 0"});
   });
+}
+
+// A send or receive whose peer went on to a collective of the group (a pipeline stage that ran one step more than
+// its peer, which then called barrier): every rank raises the deadlock at once, not the group timeout, whether the
+// p2p or the collective blocks last and whether the peer had posted on the group before.
+TEST(ThreadsErrorsTest, ASendOrReceiveAgainstAPeersBarrierIsADeadlockOnBothRanksAtOnce) {
+  for (const bool p2p_first : {true, false}) {
+    for (const bool history : {false, true}) {
+      const auto start = std::chrono::steady_clock::now();
+      RunRanks(2, [&](ProcessGroupPtr pg) {
+        if (history) {  // one good exchange first: rank 1's p2p queue exists, idle
+          const WorkPtr w = pg->rank() == 0 ? pg->Send(Ones({2}), 1, 3) : pg->Recv(Zeros({2}), 0, 3);
+          w->Wait();
+        }
+        if (pg->rank() == 0) {
+          if (!p2p_first) std::this_thread::sleep_for(milliseconds(100));
+          const bool send = history;  // (both directions)
+          ExpectErrorContains([&] { (send ? pg->Send(Ones({2}), 1) : pg->Recv(Zeros({2}), 1))->Wait(); },
+                              ErrorCode::kAborted,
+                              {"deadlock: rank 0 waits in ", send ? "send to rank 1 (tag 0, 8 B, float32)"
+                                                                   : "recv from rank 1 (tag 0, 8 B, float32)",
+                               "which has not posted its side; rank 1 waits in barrier #", "which has not issued it",
+                               "a send or receive waits for a rank that is inside a collective"});
+        } else {
+          if (p2p_first) std::this_thread::sleep_for(milliseconds(100));
+          ExpectErrorContains([&] { pg->Barrier()->Wait(); }, ErrorCode::kAborted,
+                              {"deadlock: rank 0 waits in ", "rank 1 waits in barrier #"});
+        }
+      });
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << p2p_first << history;
+    }
+  }
 }
 
 TEST(ThreadsErrorsTest, AllToAllSplitDisagreementAbortsEveryRank) {

@@ -276,6 +276,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     const int64_t index = world_->NotePosted(me, channel, issuer);
     channels.emplace_back(std::move(channel), index);
   }
+  world_->NoteQueued(me, issuer, -1);  // started: its posts are counted (ThreadsProcessGroup::SubmitP2P)
   std::unique_lock<std::mutex> lock(mu_);
   if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -484,6 +485,11 @@ void ThreadsWorld::NoteIssued(int global_rank, const std::string& key, int64_t s
 int64_t ThreadsWorld::NotePosted(int global_rank, const std::string& channel, const std::string& issuer_key) {
   std::lock_guard<std::mutex> lock(mu_);
   return CountPost(issued_, global_rank, channel, issuer_key);
+}
+
+void ThreadsWorld::NoteQueued(int global_rank, const std::string& issuer_key, int delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comm::NoteQueued(issued_, global_rank, issuer_key, delta);
 }
 
 int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait, bool* found_deadlock) {

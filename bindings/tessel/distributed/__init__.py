@@ -370,16 +370,14 @@ def get_world_size(group=None):
 
 @_collective
 def barrier(group=None, async_op=False, device_ids=None, timeout=None):
-    """A one-element all-reduce over the group (as torch's gloo barrier), so async_op=True returns its Work at once
-    (a group's own barrier blocks). timeout: this barrier's deadline (default: the group's)."""
-    from .._tensor import zeros
-    from .._dtypes import uint8
+    """The group's barrier (a collective of its own, so a mismatch or deadlock message names it "barrier");
+    async_op=True returns its Work at once. timeout: this barrier's deadline (default: the group's)."""
     g = _group(group, "barrier")
     saved = g.timeout
     if timeout is not None:
         g.timeout = timeout  # (the call's deadline is taken when it is issued)
     try:
-        work = g.all_reduce(zeros(1, dtype=uint8), ReduceOp.SUM, True)
+        work = g._barrier_work()
     finally:
         g.timeout = saved
     return _issue(work, [], None, async_op)
