@@ -89,9 +89,11 @@ std::optional<std::string> FindMismatch(std::span<const CollectiveDesc* const> d
   for (size_t j = 1; j < descs.size(); ++j) {
     const CollectiveDesc& other = *descs[j];
     if (SameCall(first, other)) continue;
-    // Details only when they tell the calls apart: different kinds already do.
+    // Details only when they tell the calls apart: different kinds already do. Calls of one kind show their
+    // shapes when those differ (the user's tensors, which byte counts alone do not name).
     const bool details = first.dtype != other.dtype || (first.kind == other.kind && first.bytes == other.bytes);
-    const bool shapes = first.kind == other.kind && first.bytes == other.bytes && first.shape != other.shape;
+    const bool shapes = first.kind == other.kind && first.shape != other.shape && !first.shape.empty() &&
+                        !other.shape.empty();
     return Str("collective mismatch on ", group_label, ": rank ", j, " called ", DescribeCall(other, details, shapes),
                " while rank 0 called ", DescribeCall(first, details, shapes));
   }

@@ -197,3 +197,25 @@ def test_a_send_against_a_peers_barrier_and_from_local_with_other_placements_fai
         assert "a send or receive waits for a rank that is inside a collective" in message
         assert ("FromLocal(run_check): rank 1 passed placements [S(1)] but rank 0 passed [S(0)] on DeviceMesh"
                 in caught[("placements", r)]), caught[("placements", r)]
+
+
+def test_mismatched_sizes_name_both_shapes_and_too_many_placements_is_torchs_value_error():
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import Shard, distribute_tensor
+    caught = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        with pytest.raises(ValueError, match=r"^`placements` must have the same length as `device_mesh.ndim`! Found "
+                                             r"placements length: 2, and device_mesh.ndim: 1.$"):
+            distribute_tensor(tessel.ones(4, 2), mesh, [Shard(0), Shard(1)])
+        try:
+            dist.all_reduce(tessel.ones(4 + 2 * world.rank))
+        except dist.DistBackendError as e:
+            caught[world.rank] = str(e)
+
+    tessel.run_ranks(2, rank_fn)
+    for r in (0, 1):  # (byte counts alone named neither tensor)
+        assert ("rank 1 called all_reduce #1 (24 B of shape [6]) while rank 0 called all_reduce #1 (16 B of shape [4])"
+                in caught[r]), caught[r]

@@ -103,6 +103,9 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     if not getattr(tensor, "is_leaf", True):  # torch's check and text (a result of ops that require grad)
         raise RuntimeError("`distribute_tensor` should be used to distribute leaf tensors! but found non-leaf tensor!")
     placements = _placement_list(placements, device_mesh, "distribute_tensor")
+    if len(placements) != device_mesh.ndim:  # torch's check and text
+        raise ValueError("`placements` must have the same length as `device_mesh.ndim`! Found placements length: "
+                         "%d, and device_mesh.ndim: %d." % (len(placements), device_mesh.ndim))
     if isinstance(tensor, DTensor):  # torch: a DTensor already so placed is returned as it is
         if tensor.device_mesh != device_mesh:
             raise ValueError("Cannot distribute a DTensor with device mesh %s to a different device mesh %s."
