@@ -228,6 +228,20 @@ def test_a_second_world_after_destroy_gets_keys_of_its_own_in_the_launchers_stor
         assert (tmp_path / ("out_%d.txt" % r)).read_text() == "3.0 5.0 7.0"
 
 
+def test_a_worker_that_ended_before_init_fails_its_peers_rendezvous_at_once_naming_it(tmp_path):
+    """A worker that returns (exit code 0) before init_process_group: its peer's rendezvous waited out the 300 s
+    timeout ("key '.../tessel/1' not set"); the launcher records the exit in its store and the wait fails at once."""
+    out, seconds = launch(tmp_path, """
+        import os, tessel, tessel.distributed as dist
+        if os.environ["RANK"] == "0":
+            dist.init_process_group("gloo")
+    """, "--standalone", "--nproc-per-node", "2")
+    assert out.returncode == 1 and seconds < 30, (seconds, out.stdout + out.stderr)
+    assert ("rank 1 (global 1) exited with exit code 0 before it joined this group's rendezvous (tcp store "
+            in out.stderr), out.stderr
+    assert "it never will (the launcher saw its process exit)" in out.stderr
+
+
 def test_max_restarts_runs_the_group_again(tmp_path):
     out, _ = launch(tmp_path, """
         import os

@@ -123,7 +123,11 @@ class GlooProcessGroup final : public ProcessGroup {
     set_timeout(timeout);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
     context->setTimeout(timeout);
-    GlooStoreAdapter adapter(*store_, prefix_, timeout);
+    GlooStoreAdapter adapter(*store_, prefix_, timeout, [this](int peer) {
+      std::optional<std::string> why = monitor_->Exited(global_ranks_[static_cast<size_t>(peer)]);
+      if (why) why = Str("(global ", global_ranks_[static_cast<size_t>(peer)], ") exited with ", *why);
+      return why;
+    });
     try {
       context->connectFullMesh(adapter, device_);
     } catch (const Error&) {
@@ -999,6 +1003,7 @@ ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::str
   for (int r = 0; r < world_size; ++r) all[r] = r;
   const int threads = options.num_threads > 0 ? options.num_threads : NumThreads();
   auto monitor = std::make_shared<gloo_internal::WaitMonitor>(store, prefix, rank, world_size);
+  monitor->set_exit_prefix(options.departed_prefix);
   return std::make_shared<GlooProcessGroup>(std::move(store), MakeDevice(options), prefix, rank, std::move(all),
                                             threads, options.timeout, std::move(monitor));
 }

@@ -53,6 +53,10 @@ struct GlooOptions {
   // away from ranks still rendezvousing.
   bool agent_store = false;
   int restart_count = 0;
+  // Where the launcher records a worker process that exited ("<departed_prefix><global rank>" = "exit code N"; set
+  // with agent_store): a rendezvous still waiting for that rank fails at once, naming it, instead of waiting out the
+  // timeout. Empty: not recorded.
+  std::string departed_prefix;
 };
 
 // The key prefix of this process's next world in the launcher's store: "/worker/attempt_<restart_count>", then

@@ -50,15 +50,22 @@ ProcessGroupPtr InitGlooProcessGroup(int rank, int world_size, const GlooOptions
                " is not in a world of size ", world_size);
   std::shared_ptr<Store> store;
   std::string prefix = "tessel/";
+  GlooOptions opts = options;
   if (options.store_dir.empty()) {
     const bool serve = rank == 0 && !options.agent_store;
     store = std::make_shared<TcpStore>(options.master_addr, options.master_port, serve, options.timeout);
-    if (options.agent_store) prefix = NextAgentStorePrefix(options.restart_count) + "/tessel/";
+    if (options.agent_store) {
+      prefix = NextAgentStorePrefix(options.restart_count) + "/tessel/";
+      // (tessel/distributed/run.py's AgentStore.note_exit writes these)
+      if (opts.departed_prefix.empty()) {
+        opts.departed_prefix = Str("/worker/attempt_", options.restart_count, "/exited/");
+      }
+    }
   } else {
     store = std::make_shared<FileStore>(options.store_dir);
     prefix = Str("tessel/", options.master_port, "/");  // jobs sharing a directory need distinct ports
   }
-  return NewGlooProcessGroup(std::move(store), prefix, rank, world_size, options);
+  return NewGlooProcessGroup(std::move(store), prefix, rank, world_size, opts);
 }
 
 GlooOptions GlooOptionsFromEnv(int* rank, int* world_size) {

@@ -67,6 +67,13 @@ int64_t WaitMonitor::NotePosted(const std::string& channel, const std::string& i
   return CountPost(issued_, rank_, channel, issuer_key);
 }
 
+std::optional<std::string> WaitMonitor::Exited(int global_rank) const {
+  if (exit_prefix_.empty()) return std::nullopt;
+  const std::string key = Str(exit_prefix_, global_rank);
+  if (!store_->Check(key)) return std::nullopt;
+  return Text(store_->Get(key, kStoreTimeout));
+}
+
 void WaitMonitor::NoteQueued(const std::string& issuer_key, int delta) {
   std::lock_guard<std::mutex> lock(mu_);
   comm::NoteQueued(issued_, rank_, issuer_key, delta);

@@ -57,6 +57,10 @@ class WaitMonitor {
   // This rank's p2p queue of the group with P2PIssuerKey `issuer_key` is about to post an op on the channel
   // `channel` (wait_graph.h): counts it and returns its index there.
   int64_t NotePosted(const std::string& channel, const std::string& issuer_key);
+  // Where the launcher records a worker process that exited (GlooOptions::departed_prefix; "" = nowhere), and what
+  // it recorded for `global_rank` ("exited with exit code 0"), or nullopt.
+  void set_exit_prefix(std::string prefix) { exit_prefix_ = std::move(prefix); }
+  std::optional<std::string> Exited(int global_rank) const;
   // A batch of sends and receives handed to this rank's p2p queue of the group with `issuer_key` (+1), or started
   // by it (-1): wait_graph.h's NoteQueued.
   void NoteQueued(const std::string& issuer_key, int delta);
@@ -111,6 +115,7 @@ class WaitMonitor {
   };
   std::map<std::pair<std::string, int64_t>, Transfer> transfers_;
   std::string published_;  // the snapshot last written to the store ("" = none)
+  std::string exit_prefix_;  // set once, before any group of the world exists
   std::thread thread_;     // last: started once everything above exists
 };
 

@@ -6,14 +6,18 @@
 
 #include <gloo/rendezvous/store.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comm/collective.h"
 #include "comm/store.h"
+#include "core/base/error.h"
 
 namespace tessel::comm::gloo_internal {
 
@@ -37,24 +41,57 @@ inline uint64_t DataSlot(int64_t seq, int step) {
 }
 constexpr uint64_t kLivenessSlot = uint64_t{0x24} << 56;
 
-// gloo::rendezvous::Store over a comm::Store, with a key prefix per group.
+// gloo::rendezvous::Store over a comm::Store, with a key prefix per group. Gloo's full-mesh rendezvous waits for the
+// key named by each peer's group rank; `exited(group rank)` says why a peer will never set it (the launcher saw its
+// process exit), and the wait then fails at once naming it instead of waiting out the timeout.
 class GlooStoreAdapter final : public gloo::rendezvous::Store {
  public:
-  GlooStoreAdapter(comm::Store& store, std::string prefix, std::chrono::milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  using ExitedFn = std::function<std::optional<std::string>(int group_rank)>;
+  GlooStoreAdapter(comm::Store& store, std::string prefix, std::chrono::milliseconds timeout, ExitedFn exited = {})
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout), exited_(std::move(exited)) {}
   void set(const std::string& key, const std::vector<char>& data) override { store_.Set(prefix_ + key, data); }
-  std::vector<char> get(const std::string& key) override { return store_.Get(prefix_ + key, timeout_); }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    return store_.Get(prefix_ + key, timeout_);
+  }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> full;
     for (const std::string& k : keys) full.push_back(prefix_ + k);
-    store_.Wait(full, timeout.count() > 0 ? timeout : timeout_);
+    const std::chrono::milliseconds limit = timeout.count() > 0 ? timeout : timeout_;
+    if (!exited_) return store_.Wait(full, limit);
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point deadline = Clock::now() + limit;
+    while (true) {  // in slices, asking between them whether a missing peer's process already exited
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      try {
+        return store_.Wait(full, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kDeadlineExceeded || left <= kSlice) throw;
+      }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const std::optional<int> peer = GroupRankOfKey(keys[i]);
+        if (!peer || store_.Check(full[i])) continue;
+        if (const std::optional<std::string> why = exited_(*peer)) {
+          TESSEL_FAIL(ErrorCode::kAborted, "rank ", *peer, " ", *why, " before it joined this group's rendezvous (",
+                      store_.Describe(), "): it never will (the launcher saw its process exit)");
+        }
+      }
+    }
   }
 
  private:
+  static constexpr std::chrono::milliseconds kSlice{200};
+  // Gloo's connectFullMesh names each rank's key by its group rank alone.
+  static std::optional<int> GroupRankOfKey(const std::string& key) {
+    const bool digits = std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (key.empty() || key.size() > 9 || !digits) return std::nullopt;
+    return std::stoi(key);
+  }
   comm::Store& store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+  ExitedFn exited_;
 };
 
 // ---- header: [seq, kind, dtype, bytes, root, op, row_bytes, sender, in_splits(W), out_splits(W), ndim,

@@ -339,6 +339,13 @@ class AgentStore:
             self._store = TCPStore(self._addr, self._port, is_master=True)
         return self
 
+    def note_exit(self, restart, rank, code):
+        """Records that worker `rank` of attempt `restart` exited (comm/backends/gloo.h's departed_prefix): a peer
+        still waiting for it in a rendezvous fails at once, naming it, instead of waiting out the timeout (a worker
+        that returned before init_process_group, exit code 0, left its peers waiting 300 s)."""
+        if self._store is not None:
+            self._store.set("/worker/attempt_%d/exited/%d" % (restart, rank), "exit code %d" % code)
+
     def __exit__(self, *exc):
         self._store = None  # (its server stops once every worker has exited)
         return False
@@ -423,11 +430,15 @@ def _run_attempts(command, nproc, running, *, nnodes=1, node_rank=0, master_addr
                     running.append(procs[-1])
                     logs.start(procs[-1], pumps)
                 failed = None
+                exited = set()
                 while failed is None and any(p.poll() is None for p in procs):
                     for local, p in enumerate(procs):
                         if p.poll() not in (None, 0):
                             failed = local
                             break
+                        if p.poll() == 0 and local not in exited:  # done: its peers may still wait for it
+                            exited.add(local)
+                            agent.note_exit(restart, node_rank * nproc + local, 0)
                     else:
                         time.sleep(monitor_interval)
                 if failed is None:
