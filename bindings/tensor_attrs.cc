@@ -11,10 +11,10 @@
 // 3.11 (nn_py.cc). A Python subclass instance (Parameter) keeps its own __dict__, as before.
 //
 // Lifetime: an impl can die on any thread (the autograd engine, a rank thread, a comm thread). Its state's Python
-// objects are released at once when that thread holds the GIL, otherwise queued and released by the next thread
-// that runs Python through here or by a pending call (Py_AddPendingCall): a thread never waits for the GIL in
-// a destructor (it could be one another thread holding the GIL is waiting for). A tensor that holds itself in
-// its attributes (`x.me = x`) is a cycle the collector does not see and is never freed.
+// objects are queued and released by the next thread that reads or writes a tensor attribute here, or by a pending
+// call (Py_AddPendingCall): a thread never waits for the GIL in a destructor (it could be one another thread holding
+// the GIL is waiting for), and no finalizer runs inside the C++ code that dropped the impl. A tensor that holds
+// itself in its attributes (`x.me = x`) is a cycle the collector does not see and is never freed.
 //
 // Example (Python):
 //   x = tessel.ones(2); x.tag = "input"; y = f(x)   # f sees x.tag
@@ -68,13 +68,12 @@ int DrainPending(void* /*unused*/) {
   return 0;
 }
 
+// Always deferred, even on a thread that holds the GIL: an attribute's finalizer (__del__, or more tensors
+// released through it) must not run inside the C++ code that dropped the impl (a container being mutated, a
+// mutex held).
 void Release(PyState* s) {
   if (!Py_IsInitialized()) {  // interpreter gone: nothing left to release
     delete s;
-    return;
-  }
-  if (PyGILState_Check()) {
-    Free(s);
     return;
   }
   {
@@ -140,10 +139,17 @@ PyObject* TensorGetAttro(PyObject* self, PyObject* name) {
   PyObject* r = PyObject_GenericGetAttr(self, name);
   if (r != nullptr || impl == nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
   if (s != nullptr && s->dict != nullptr && own_dict) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);  // (a lookup may run a key's __eq__: no exception may be pending)
     if (PyObject* v = PyDict_GetItemWithError(s->dict, name)) {
-      PyErr_Clear();
+      Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace);
       return Py_NewRef(v);
     }
+    if (PyErr_Occurred()) {
+      Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace);
+      return nullptr;
+    }
+    PyErr_Restore(type, value, trace);
   }
   if (own_dict || !IsDictName(name)) return nullptr;
   PyErr_Clear();  // a plain tensor's __dict__: its attributes (made empty on first read, as torch's)

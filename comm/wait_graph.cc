@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "core/base/error.h"
 
 namespace tessel::comm {
+namespace {
+constexpr std::string_view kCallerSuffix = "/caller";  // P2PCallerWait's key: the issuer key and this
+}  // namespace
 
 uint64_t ThisThreadId() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
 
@@ -64,6 +68,12 @@ std::string GroupOfIssuer(const std::string& issuer_key) {
   return issuer_key.substr(0, issuer_key.size() - std::string("/p2p").size());
 }
 
+// Whether the caller's wait `w` (P2PCallerWait) still waits for its queue: its batch has not finished.
+bool CallerStillWaits(const BlockedCall& w, const IssueMap& issued) {
+  const auto it = issued.find({w.rank, w.key.substr(0, w.key.size() - kCallerSuffix.size())});
+  return it == issued.end() || it->second.finished <= w.seq;
+}
+
 // Where the edge from p2p call `w` to `member`'s `thread` leads: that thread, or, when it is the member's p2p
 // queue and the queue is neither blocked nor holding a queued batch, the member's thread issuing on the group
 // (only it can hand the queue what `w` waits for). nullopt when that thread is unknown.
@@ -72,7 +82,8 @@ std::optional<uint64_t> Next(const BlockedCall& w, int member, uint64_t thread, 
   if (blocked || w.issuer_key.empty() || thread != P2PPosterId(w.issuer_key)) return thread;
   const auto queue = issued.find({member, w.issuer_key});
   if (queue != issued.end() && queue->second.queued > 0) return std::nullopt;
-  const auto feeder = issued.find({member, GroupOfIssuer(w.issuer_key)});
+  if (queue != issued.end() && queue->second.feeder != 0) return queue->second.feeder;
+  const auto feeder = issued.find({member, GroupOfIssuer(w.issuer_key)});  // it never handed a batch over
   if (feeder == issued.end()) return std::nullopt;
   return feeder->second.thread;
 }
@@ -95,15 +106,28 @@ std::string P2PIssuerKey(const std::string& group_key) { return Str(group_key, "
 
 uint64_t P2PPosterId(const std::string& issuer_key) { return std::hash<std::string>{}(issuer_key); }
 
-void NoteQueued(IssueMap& issued, int rank, const std::string& issuer_key, int delta) {
+int64_t NoteBatch(IssueMap& issued, int rank, const std::string& issuer_key, BatchEvent event) {
   IssueState& state = issued[{rank, issuer_key}];
   state.thread = P2PPosterId(issuer_key);
-  state.queued += delta;
+  switch (event) {
+    case BatchEvent::kSubmitted:
+      ++state.queued;
+      state.feeder = ThisThreadId();
+      return state.submitted++;
+    case BatchEvent::kStarted:
+      --state.queued;
+      break;
+    case BatchEvent::kFinished:
+      ++state.finished;
+      break;
+  }
+  return -1;
 }
 
-BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label) {
-  return BlockedCall{.rank = rank, .key = Str(issuer_key, "/caller"), .call = "its own sends and receives",
-                     .label = std::move(label), .local_target = P2PPosterId(issuer_key)};
+BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label, int64_t ticket) {
+  return BlockedCall{.rank = rank, .key = Str(issuer_key, kCallerSuffix), .seq = ticket,
+                     .call = "its own sends and receives", .label = std::move(label),
+                     .local_target = P2PPosterId(issuer_key)};
 }
 
 int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key) {
@@ -131,7 +155,7 @@ std::optional<Deadlock> FindDeadlock(std::span<const BlockedCall> blocked, const
   std::function<bool(const Node&)> reaches_start = [&](const Node& n) {
     for (const BlockedCall* w : waiting.at(n)) {
       std::vector<std::pair<int, std::optional<uint64_t>>> targets;
-      if (w->local_target) targets.emplace_back(n.first, *w->local_target);
+      if (w->local_target && CallerStillWaits(*w, issued)) targets.emplace_back(n.first, *w->local_target);
       for (int member : w->members) {
         const std::optional<uint64_t> thread = WaitsFor(*w, n.first, member, issued);
         if (!thread) continue;

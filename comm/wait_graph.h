@@ -70,27 +70,37 @@ std::string P2PIssuerKey(const std::string& group_key);
 uint64_t P2PPosterId(const std::string& issuer_key);
 
 // Per (global rank, group key): the thread issuing on the group and how many calls it issued. Under a p2p
-// issuer key, `queued` counts the batches handed to the rank's p2p queue that it has not started yet (NoteQueued):
-// while any is, the queue may still post without its feeder.
+// issuer key, the rank's batches of sends and receives on the group (NoteBatch): `queued` counts those handed to
+// its p2p queue and not started yet (while any is, the queue may still post without its feeder) or holding a
+// receive from any rank (never counted on a channel); `submitted` and `finished` number them in queue order (a
+// caller waits for batch k only while finished <= k); `feeder` is the thread that hands them over.
 struct IssueState {
   uint64_t thread = 0;
   int64_t issued = 0;
   int64_t queued = 0;
+  int64_t submitted = 0;
+  int64_t finished = 0;
+  uint64_t feeder = 0;
 };
 using IssueMap = std::map<std::pair<int, std::string>, IssueState>;
 
 // Counts a post of `rank`'s p2p queue on `channel` in `issued` (recording the queue under `issuer_key` too);
 // returns the post's index on the channel. The backends call it before they post.
 int64_t CountPost(IssueMap& issued, int rank, const std::string& channel, const std::string& issuer_key);
-// A batch of sends and receives handed to `rank`'s p2p queue (+1, by the caller, before it is queued) or started
-// by it (-1, after its posts are counted).
-void NoteQueued(IssueMap& issued, int rank, const std::string& issuer_key, int delta);
+// A batch of sends and receives of `rank` on the group of `issuer_key`: kSubmitted by the thread that hands it to
+// the p2p queue (before it is queued; returns the batch's ticket, its index in queue order), kStarted by the
+// queue once its posts are counted (for a batch with a receive from any rank: once it is done), kFinished before
+// its Work completes.
+enum class BatchEvent { kSubmitted, kStarted, kFinished };
+int64_t NoteBatch(IssueMap& issued, int rank, const std::string& issuer_key, BatchEvent event);
 // The blocked call of a thread of `rank` that waits for its own sends and receives on the group of `issuer_key`
 // (a send / recv / batch's Work::Wait): an edge to the rank's p2p queue. With it, and with an idle queue leading
 // to the thread that feeds it (the one issuing on the group), a send whose peer sits in a collective on the group
 // (a barrier after a pipeline step one rank left early) closes a cycle: rank 0 waits for its send, the send for
 // rank 1's queue, the queue for rank 1's thread, that thread in the barrier for rank 0.
-BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label);
+// `ticket`: the batch it waits for (NoteBatch's kSubmitted): the edge holds only until that batch finished, so a
+// caller not yet woken from a finished batch never stands for a wait on the queue's next one.
+BlockedCall P2PCallerWait(int rank, const std::string& issuer_key, std::string label, int64_t ticket);
 
 struct Deadlock {
   std::string message;

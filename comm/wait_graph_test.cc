@@ -124,12 +124,13 @@ TEST(WaitGraphTest, ASendWhosePeerSitsInACollectiveOfTheGroupIsACycleThroughTheC
   // on the group and whose thread 21 (issuing on "world") waits in barrier #0 for rank 0's thread 20.
   const std::string issuer = P2PIssuerKey("world"), channel = P2PChannelKey("world", 0, 1, 0);
   const uint64_t queue = P2PPosterId(issuer);
-  BlockedCall caller = P2PCallerWait(0, issuer, "group 'world'");
+  IssueMap issued = {{{0, "world"}, {20, 0}}, {{1, "world"}, {21, 1}}};
+  BlockedCall caller = P2PCallerWait(0, issuer, "group 'world'", NoteBatch(issued, 0, issuer, BatchEvent::kSubmitted));
   caller.thread = 20;
+  NoteBatch(issued, 0, issuer, BatchEvent::kStarted);
   const BlockedCall send{.rank = 0, .thread = queue, .key = channel, .seq = 0, .call = "send to rank 1 (tag 0)",
                          .label = "group 'world'", .members = {1}, .issuer_key = issuer};
   const std::vector<BlockedCall> blocked = {caller, send, Blocked(1, 21, "world", 0, {0, 1})};
-  IssueMap issued = {{{0, "world"}, {20, 0}}, {{1, "world"}, {21, 1}}};
   CountPost(issued, 0, channel, issuer);
   for (const auto& [rank, thread] : std::vector<std::pair<int, uint64_t>>{{0, 20}, {0, queue}, {1, 21}}) {
     const std::optional<Deadlock> d = FindDeadlock(blocked, issued, rank, thread);
@@ -144,10 +145,22 @@ TEST(WaitGraphTest, ASendWhosePeerSitsInACollectiveOfTheGroupIsACycleThroughTheC
   // Not a deadlock: rank 1 has a batch queued (its queue may still post the receive), or rank 0's thread is not
   // waiting for its send (it computes, and will reach the barrier).
   IssueMap queued = issued;
-  NoteQueued(queued, 1, issuer, +1);
+  NoteBatch(queued, 1, issuer, BatchEvent::kSubmitted);
   EXPECT_FALSE(FindDeadlock(blocked, queued, 1, 21).has_value());
   const std::vector<BlockedCall> no_caller(blocked.begin() + 1, blocked.end());
   EXPECT_FALSE(FindDeadlock(no_caller, issued, 1, 21).has_value());
+  // Nor when the caller's batch already finished and its queue went on to the next batch (the send here) before
+  // the caller woke: the caller does not wait for that one (it will issue the all_reduce rank 1 waits in).
+  IssueMap next = issued;
+  NoteBatch(next, 0, issuer, BatchEvent::kFinished);
+  EXPECT_FALSE(FindDeadlock(blocked, next, 1, 21).has_value());
+  // A peer that handed batches to its queue waits, through it, for the thread that handed them over (its feeder),
+  // not for the thread issuing its collectives.
+  IssueMap fed = issued;
+  NoteBatch(fed, 1, issuer, BatchEvent::kSubmitted);  // (this test's thread is the feeder)
+  NoteBatch(fed, 1, issuer, BatchEvent::kStarted);
+  NoteBatch(fed, 1, issuer, BatchEvent::kFinished);
+  EXPECT_FALSE(FindDeadlock(blocked, fed, 1, 21).has_value());
 }
 
 }  // namespace

@@ -152,9 +152,6 @@ def test_a_rank_that_destroyed_its_process_group_fails_its_peers_at_once_and_may
     assert "rank(s) 1 (global 1) called destroy_process_group() and will never call it" in messages[0]
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
 
 def test_a_send_against_a_peers_barrier_and_from_local_with_other_placements_fail_at_once():
     """From a distributed-misuse sweep: a send whose peer went on to barrier() (a pipeline stage that ran one step
@@ -219,3 +216,7 @@ def test_mismatched_sizes_name_both_shapes_and_too_many_placements_is_torchs_val
     for r in (0, 1):  # (byte counts alone named neither tensor)
         assert ("rank 1 called all_reduce #1 (24 B of shape [6]) while rank 0 called all_reduce #1 (16 B of shape [4])"
                 in caught[r]), caught[r]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -123,11 +123,15 @@ class GlooProcessGroup final : public ProcessGroup {
     set_timeout(timeout);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
     context->setTimeout(timeout);
-    GlooStoreAdapter adapter(*store_, prefix_, timeout, [this](int peer) {
-      std::optional<std::string> why = monitor_->Exited(global_ranks_[static_cast<size_t>(peer)]);
-      if (why) why = Str("(global ", global_ranks_[static_cast<size_t>(peer)], ") exited with ", *why);
-      return why;
-    });
+    GlooStoreAdapter::ExitedFn exited;  // (only where a launcher records exits)
+    if (monitor_->records_exits()) {
+      exited = [this](int peer) {
+        std::optional<std::string> why = monitor_->Exited(global_ranks_[static_cast<size_t>(peer)]);
+        if (why) why = Str("(global ", global_ranks_[static_cast<size_t>(peer)], ") exited with ", *why);
+        return why;
+      };
+    }
+    GlooStoreAdapter adapter(*store_, prefix_, timeout, std::move(exited));
     try {
       context->connectFullMesh(adapter, device_);
     } catch (const Error&) {
@@ -768,8 +772,8 @@ WorkPtr GlooProcessGroup::SubmitP2P(std::function<void()> run) {
   // Queued before it is handed over (RunP2P's P2PBatchWatch counts it started), and the caller's wait for it is a
   // node of the wait-for graph (P2PCallerWait): a send against a peer's collective is then a deadlock found at once.
   const std::string issuer = P2PIssuerKey(prefix_);
-  monitor_->NoteQueued(issuer, +1);
-  BlockedCall wait = P2PCallerWait(global_ranks_[rank_], issuer, GroupLabel(name(), global_ranks()));
+  const int64_t ticket = monitor_->NoteBatch(issuer, BatchEvent::kSubmitted);
+  BlockedCall wait = P2PCallerWait(global_ranks_[rank_], issuer, GroupLabel(name(), global_ranks()), ticket);
   WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
   return TrackBlockingWait(
       std::move(work), [m = monitor_, wait = std::move(wait)] { return m->BeginBlockedWait(wait); },
@@ -778,6 +782,9 @@ WorkPtr GlooProcessGroup::SubmitP2P(std::function<void()> run) {
 
 void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {
   if (const std::optional<std::string> broken = Broken()) {
+    const std::string issuer = P2PIssuerKey(prefix_);  // (the batch ends here: P2PBatchWatch below never exists)
+    monitor_->NoteBatch(issuer, BatchEvent::kStarted);
+    monitor_->NoteBatch(issuer, BatchEvent::kFinished);
     TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken);
   }
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;

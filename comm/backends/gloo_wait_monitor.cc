@@ -17,7 +17,7 @@ constexpr std::chrono::milliseconds kStoreTimeout{5000};
 std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 std::string Text(const std::vector<char>& v) { return std::string(v.begin(), v.end()); }
 
-// Snapshot lines: "I\t<key>\t<thread>\t<issued>\t<queued>" and
+// Snapshot lines: "I\t<key>\t<thread>\t<issued>\t<queued>\t<finished>\t<feeder>" and
 // "B\t<thread>\t<key>\t<seq>\t<call>\t<label>\t<m,m,...>\t<issuer key>\t<local target>" (the issuer key empty
 // for collectives, the local target for all but a caller's wait for its own sends and receives).
 void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked, IssueMap* issued) {
@@ -26,8 +26,12 @@ void Parse(const std::string& text, int rank, std::vector<BlockedCall>* blocked,
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
-    if ((f.size() == 4 || f.size() == 5) && f[0] == "I") {
-      (*issued)[{rank, f[1]}] = {std::stoull(f[2]), std::stoll(f[3]), f.size() == 5 ? std::stoll(f[4]) : 0};
+    if (f.size() >= 4 && f.size() <= 7 && f[0] == "I") {
+      IssueState& state = (*issued)[{rank, f[1]}];
+      state = {std::stoull(f[2]), std::stoll(f[3])};
+      if (f.size() >= 5) state.queued = std::stoll(f[4]);
+      if (f.size() >= 6) state.finished = std::stoll(f[5]);
+      if (f.size() >= 7) state.feeder = std::stoull(f[6]);
     } else if (f.size() >= 7 && f.size() <= 9 && f[0] == "B") {
       BlockedCall b{.rank = rank, .thread = std::stoull(f[1]), .key = f[2], .seq = std::stoll(f[3]), .call = f[4],
                     .label = f[5], .issuer_key = f.size() >= 8 ? f[7] : ""};
@@ -74,9 +78,9 @@ std::optional<std::string> WaitMonitor::Exited(int global_rank) const {
   return Text(store_->Get(key, kStoreTimeout));
 }
 
-void WaitMonitor::NoteQueued(const std::string& issuer_key, int delta) {
+int64_t WaitMonitor::NoteBatch(const std::string& issuer_key, BatchEvent event) {
   std::lock_guard<std::mutex> lock(mu_);
-  comm::NoteQueued(issued_, rank_, issuer_key, delta);
+  return comm::NoteBatch(issued_, rank_, issuer_key, event);
 }
 
 int64_t WaitMonitor::BeginBlockedWait(BlockedCall wait) {
@@ -188,7 +192,8 @@ void WaitMonitor::Record(const std::pair<std::string, int64_t>& call, const std:
 std::string WaitMonitor::Snapshot() const {
   std::string out;
   for (const auto& [where, state] : issued_) {
-    out += Str("I\t", where.second, "\t", state.thread, "\t", state.issued, "\t", state.queued, "\n");
+    out += Str("I\t", where.second, "\t", state.thread, "\t", state.issued, "\t", state.queued, "\t", state.finished,
+               "\t", state.feeder, "\n");
   }
   for (const auto& [handle, entry] : blocked_) {
     const BlockedCall& b = entry.first;
@@ -279,20 +284,26 @@ P2PBatchWatch::P2PBatchWatch(WaitMonitor& monitor, const std::string& group_key,
     : monitor_(monitor), group_key_(group_key), issuer_(P2PIssuerKey(group_key)), rank_(global_rank) {}
 
 P2PBatchWatch::~P2PBatchWatch() {
-  if (!started_) monitor_.NoteQueued(issuer_, -1);
+  if (!started_) monitor_.NoteBatch(issuer_, BatchEvent::kStarted);
+  monitor_.NoteBatch(issuer_, BatchEvent::kFinished);
   for (int64_t h : handles_) monitor_.EndBlockedWait(h);
   for (const Op& op : ops_) monitor_.EndExchange(op.channel, op.index);
 }
 
 void P2PBatchWatch::Post(int peer, bool is_send, int tag, std::string call) {
-  if (peer < 0) return;
+  if (peer < 0) {
+    any_source_ = true;
+    return;
+  }
   std::string channel = P2POpChannel(group_key_, rank_, peer, is_send, tag);
   const int64_t index = monitor_.NotePosted(channel, issuer_);
   ops_.push_back({std::move(channel), index, peer, std::move(call)});
 }
 
 void P2PBatchWatch::Block(const std::string& label) {
-  if (!std::exchange(started_, true)) monitor_.NoteQueued(issuer_, -1);  // every post of the batch counted
+  if (!any_source_ && !std::exchange(started_, true)) {  // every post of the batch counted
+    monitor_.NoteBatch(issuer_, BatchEvent::kStarted);
+  }
   for (const Op& op : ops_) {
     handles_.push_back(monitor_.BeginBlockedWait({.thread = P2PPosterId(issuer_), .key = op.channel, .seq = op.index,
                                                   .call = op.call, .label = label, .members = {op.peer},

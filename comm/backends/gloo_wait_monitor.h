@@ -60,10 +60,11 @@ class WaitMonitor {
   // Where the launcher records a worker process that exited (GlooOptions::departed_prefix; "" = nowhere), and what
   // it recorded for `global_rank` ("exited with exit code 0"), or nullopt.
   void set_exit_prefix(std::string prefix) { exit_prefix_ = std::move(prefix); }
+  bool records_exits() const { return !exit_prefix_.empty(); }
   std::optional<std::string> Exited(int global_rank) const;
-  // A batch of sends and receives handed to this rank's p2p queue of the group with `issuer_key` (+1), or started
-  // by it (-1): wait_graph.h's NoteQueued.
-  void NoteQueued(const std::string& issuer_key, int delta);
+  // A batch of sends and receives of this rank's p2p queue of the group with `issuer_key` submitted, started or
+  // finished: wait_graph.h's NoteBatch (the ticket of a submitted one).
+  int64_t NoteBatch(const std::string& issuer_key, BatchEvent event);
   // The calling thread blocks in Wait on `wait` (rank, and thread except for p2p, filled in here) until
   // EndBlockedWait.
   int64_t BeginBlockedWait(BlockedCall wait);
@@ -122,7 +123,8 @@ class WaitMonitor {
 // One batch of sends and receives of a group, as the wait-for graph sees it (wait_graph.h). Post() counts an
 // op on its channel before the backend posts it (peer -1, a receive from any rank, stays out of the graph);
 // Block() registers every other op as a blocked call of the group's p2p queue and counts the batch started
-// (NoteQueued -1; the destructor does when Block did not run); Watch() lists the batch's
+// (NoteBatch; a batch with a receive from any rank, which no channel counts, only at its end); the destructor
+// counts it started if not yet, then finished; Watch() lists the batch's
 // buffers, which a verdict on any of its ops aborts (the queue may be waiting on another op of the batch
 // than the one judged); verdict() is that verdict. The destructor unregisters everything.
 //
@@ -158,6 +160,7 @@ class P2PBatchWatch {
   std::vector<Op> ops_;  // those with a named peer
   std::vector<int64_t> handles_;
   bool started_ = false;
+  bool any_source_ = false;
 };
 
 }  // namespace tessel::comm::gloo_internal

@@ -67,7 +67,15 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
       try {
         return store_.Wait(full, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
       } catch (const Error& e) {
-        if (e.code() != ErrorCode::kDeadlineExceeded || left <= kSlice) throw;
+        if (e.code() != ErrorCode::kDeadlineExceeded) throw;
+        if (left <= kSlice) {  // the whole limit passed: Store::Wait's message, with the limit
+          std::string missing;
+          for (const std::string& k : full) {
+            if (!store_.Check(k)) missing += Str(missing.empty() ? "'" : ", '", k, "'");
+          }
+          TESSEL_FAIL(ErrorCode::kDeadlineExceeded, store_.Describe(), ": key(s) ", missing, " not set after ",
+                      limit.count(), " ms (a rank did not reach this rendezvous)");
+        }
       }
       for (size_t i = 0; i < keys.size(); ++i) {
         const std::optional<int> peer = GroupRankOfKey(keys[i]);

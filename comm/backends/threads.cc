@@ -248,8 +248,8 @@ WorkPtr ThreadsProcessGroup::SubmitP2P(std::function<void()> run) {
   const auto& world = rendezvous_->world();
   const int me = global_ranks()[rank_];
   const std::string issuer = P2PIssuerKey(rendezvous_->key());
-  world->NoteQueued(me, issuer, +1);
-  BlockedCall wait = P2PCallerWait(me, issuer, GroupLabel(name(), global_ranks()));
+  const int64_t ticket = world->NoteBatch(me, issuer, BatchEvent::kSubmitted);
+  BlockedCall wait = P2PCallerWait(me, issuer, GroupLabel(name(), global_ranks()), ticket);
   WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
   return TrackBlockingWait(
       std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },

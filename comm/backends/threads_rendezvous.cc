@@ -265,6 +265,22 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
   // meanwhile may miss this post, never see one that is not there.
   const int me = global_ranks_[static_cast<size_t>(rank)];
   const std::string issuer = P2PIssuerKey(key_);
+  // The batch's life in the wait-for graph (wait_graph.h's NoteBatch): started once its posts are counted and made
+  // (a batch with a receive from any rank, never counted on a channel, only when done), finished on every way out.
+  struct Batch {
+    ThreadsWorld& world;
+    int me;
+    const std::string& issuer;
+    bool started = false;
+    void Start() {
+      if (!std::exchange(started, true)) world.NoteBatch(me, issuer, BatchEvent::kStarted);
+    }
+    ~Batch() {
+      Start();
+      world.NoteBatch(me, issuer, BatchEvent::kFinished);
+    }
+  } batch{*world_, me, issuer};
+  const bool from_any = std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.peer == kAnySource; });
   std::vector<std::pair<std::string, int64_t>> channels;
   for (const P2POp& op : ops) {
     if (op.peer == kAnySource) {
@@ -276,7 +292,6 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     const int64_t index = world_->NotePosted(me, channel, issuer);
     channels.emplace_back(std::move(channel), index);
   }
-  world_->NoteQueued(me, issuer, -1);  // started: its posts are counted (ThreadsProcessGroup::SubmitP2P)
   std::unique_lock<std::mutex> lock(mu_);
   if (world_->aborted()) TESSEL_FAIL(ErrorCode::kAborted, world_->abort_message(), " (p2p on ", label, " cancelled)");
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -284,6 +299,7 @@ void GroupRendezvous::RunP2P(int rank, const std::vector<P2POp>& ops, std::chron
     std::tie(mine.back()->channel, mine.back()->channel_seq) = channels[i];
   }
   lock.unlock();
+  if (!from_any) batch.Start();
   // This member completes the pairs it matched: one direct copy from the sender's buffer.
   for (auto& [send, recv] : pairs) {
     if (send->bytes != recv->bytes || send->dtype != recv->dtype) {
@@ -487,9 +503,9 @@ int64_t ThreadsWorld::NotePosted(int global_rank, const std::string& channel, co
   return CountPost(issued_, global_rank, channel, issuer_key);
 }
 
-void ThreadsWorld::NoteQueued(int global_rank, const std::string& issuer_key, int delta) {
+int64_t ThreadsWorld::NoteBatch(int global_rank, const std::string& issuer_key, BatchEvent event) {
   std::lock_guard<std::mutex> lock(mu_);
-  comm::NoteQueued(issued_, global_rank, issuer_key, delta);
+  return comm::NoteBatch(issued_, global_rank, issuer_key, event);
 }
 
 int64_t ThreadsWorld::BeginBlockedWait(BlockedCall wait, bool* found_deadlock) {

@@ -192,9 +192,9 @@ class ThreadsWorld {
   // `global_rank`'s p2p queue (P2PPosterId(issuer_key)) is about to post a send or receive on the p2p
   // channel `channel` of the group whose P2PIssuerKey is `issuer_key`: counts it, returns its index there.
   int64_t NotePosted(int global_rank, const std::string& channel, const std::string& issuer_key);
-  // A batch of sends and receives handed to `global_rank`'s p2p queue (+1) or started by it (-1): wait_graph.h's
-  // NoteQueued.
-  void NoteQueued(int global_rank, const std::string& issuer_key, int delta);
+  // A batch of sends and receives of `global_rank`'s p2p queue submitted, started or finished: wait_graph.h's
+  // NoteBatch (the ticket of a submitted one).
+  int64_t NoteBatch(int global_rank, const std::string& issuer_key, BatchEvent event);
   // The calling thread is about to block on `wait` (its thread filled in here, except for p2p, whose
   // blocked call names its queue); returns a handle
   // for EndBlockedWait. Finds a cycle it closes, records its verdict and wakes every group — or, with
