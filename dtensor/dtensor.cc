@@ -143,15 +143,23 @@ Tensor GradToLocal(const Tensor& grad, const DTensorSpec& forward,
 // would otherwise each build a DTensor of another global shape from the same pieces, silently. `layout` is a
 // fingerprint of what else the caller fixed (shard order, global shape and strides).
 constexpr size_t kRowPlacements = 3;
-int64_t PlacementCode(const Placement& p) {  // Shard(d): d; Replicate: -1; Partial(op): -2 - op
-  if (const Shard* s = std::get_if<Shard>(&p)) return s->dim;
-  if (const Partial* q = std::get_if<Partial>(&p)) return -2 - static_cast<int64_t>(q->reduce_op);
-  return -1;
+// The kind in the high 32 bits (1 Shard, 2 Replicate, 3 Partial; 0 none), the dim or op in the low 32 bits, so no
+// two placements share a code (a Shard dim out of range, negative, included).
+int64_t PlacementCode(const Placement& p) {
+  auto code = [](int64_t kind, int64_t value) {
+    return static_cast<int64_t>((static_cast<uint64_t>(kind) << 32) | static_cast<uint32_t>(value));
+  };
+  if (const Shard* s = std::get_if<Shard>(&p)) return code(1, s->dim);
+  if (const Partial* q = std::get_if<Partial>(&p)) return code(3, static_cast<int64_t>(q->reduce_op));
+  return code(2, 0);
 }
 Placement PlacementOfCode(int64_t code) {
-  if (code >= 0) return Shard{code};
-  if (code == -1) return Replicate{};
-  return Partial{static_cast<comm::ReduceOp>(-2 - code)};
+  const int64_t value = static_cast<int32_t>(static_cast<uint32_t>(code & 0xffffffff));
+  switch (code >> 32) {
+    case 1: return Shard{value};
+    case 3: return Partial{static_cast<comm::ReduceOp>(value)};
+    default: return Replicate{};  // 2 (0, no placement on that axis: RowPlacements prints "none")
+  }
 }
 int64_t LayoutFingerprint(const FromLocalOptions& options) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the fixed ints: the same on every rank and process
@@ -182,7 +190,7 @@ std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const Dev
   mine[1] = static_cast<int64_t>(local.dtype());
   mine[2] = LayoutFingerprint(options);
   for (size_t a = 0; a < axes; ++a) {
-    mine[kRowPlacements + a] = a < placements.size() ? PlacementCode(placements[a]) : -100;  // (-100: none)
+    mine[kRowPlacements + a] = a < placements.size() ? PlacementCode(placements[a]) : 0;  // (0: none)
   }
   for (int64_t d = 0; d < local.dim(); ++d) mine[kRowPlacements + axes + static_cast<size_t>(d)] = local.size(d);
   Tensor cur = FromVector(mine, {1, static_cast<int64_t>(width)});
@@ -202,9 +210,12 @@ std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const Dev
 
 // The placements rank row `row` passed (run_check's exchange), for messages.
 std::string RowPlacements(const std::vector<int64_t>& row, size_t axes) {
-  std::vector<Placement> ps;
-  for (size_t a = 0; a < axes; ++a) ps.push_back(PlacementOfCode(row[kRowPlacements + a]));
-  return PlacementsToString(ps);
+  std::string out = "[";
+  for (size_t a = 0; a < axes; ++a) {
+    const int64_t code = row[kRowPlacements + a];
+    out += Str(a == 0 ? "" : ", ", code >> 32 == 0 ? "none" : ToString(PlacementOfCode(code)));
+  }
+  return out + "]";
 }
 
 // Global size of each dim from every rank's local sizes: the sum over the pieces of a sharded dim (the
