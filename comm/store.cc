@@ -20,7 +20,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-void Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                 const std::function<void()>& between_polls) {
   const auto deadline = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(1);
   for (const std::string& key : keys) {
@@ -33,6 +34,7 @@ void Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds
         TESSEL_FAIL(ErrorCode::kDeadlineExceeded, Describe(), ": key(s) ", missing, " not set after ", timeout.count(),
                     " ms (a rank did not reach this rendezvous)");
       }
+      if (between_polls) between_polls();
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
     }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -44,8 +45,10 @@ class Store {
   virtual bool DeleteKey(const std::string& key) = 0;
   // Keys set in the store, every client's (internal rendezvous keys included, as PyTorch's num_keys).
   virtual int64_t NumKeys() = 0;
-  // Waits up to `timeout` until every key is set (polls Check with backoff).
-  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` until every key is set (polls Check with backoff). `between_polls` (if any) runs after
+  // each unsuccessful poll; an exception from it ends the wait (a rendezvous that learns a peer will never come).
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+            const std::function<void()>& between_polls = {});
   // Where this store lives, for error messages ("tcp store 10.0.0.1:29500").
   virtual std::string Describe() const = 0;
   // Whether this process serves the store to others (a TcpStore's server): its exit takes the store away from them.

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -123,5 +124,13 @@ uint64_t ThisThreadId();
 // `inner` whose Wait(), when the work is not complete yet, runs begin() before blocking and end(its result)
 // after (also when the wait throws): how a backend learns which call each caller is blocked on.
 WorkPtr TrackBlockingWait(WorkPtr inner, std::function<int64_t()> begin, std::function<void(int64_t)> end);
+// TrackBlockingWait that registers `wait` in `graph` (the threads backend's ThreadsWorld, gloo's WaitMonitor:
+// BeginBlockedWait(wait) -> handle, EndBlockedWait(handle)) while the caller blocks.
+template <typename Graph>
+WorkPtr TrackBlockingWaitIn(std::shared_ptr<Graph> graph, BlockedCall wait, WorkPtr inner) {
+  return TrackBlockingWait(
+      std::move(inner), [graph, wait = std::move(wait)] { return graph->BeginBlockedWait(wait); },
+      [graph](int64_t handle) { graph->EndBlockedWait(handle); });
+}
 
 }  // namespace tessel::comm

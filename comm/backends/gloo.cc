@@ -1,5 +1,5 @@
-// comm/backends/gloo.cc — GlooProcessGroup: header exchange + collectives over Gloo's TCP pairs on a comm
-// thread.
+// comm/backends/gloo.cc — GlooProcessGroup (its class: gloo_group.h): header exchange + collectives over Gloo's
+// TCP pairs on a comm thread; its sends and receives are in gloo_p2p.cc.
 //
 // In flight: the collectives are tessel's own, as pairwise transfers between Gloo UnboundBuffers (all_gather
 // and all_to_all direct; reduce_scatter = all_to_all + a local reduction in rank order; all_reduce =
@@ -15,6 +15,7 @@
 // kAborted naming the dead rank. The buffers of an aborted transfer, and the tensors they point into,
 // are kept until the group is destroyed (Gloo's thread may still be moving bytes for a live peer).
 #include "comm/backends/gloo.h"
+#include "comm/backends/gloo_group.h"
 
 #include <signal.h>
 
@@ -41,26 +42,8 @@
 #include "core/memory/allocator.h"
 #include "core/tensor/tensor_impl.h"
 
-namespace tessel::comm {
+namespace tessel::comm::gloo_internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using gloo_internal::DataSlot;
-using gloo_internal::DecodeHeader;
-using gloo_internal::EncodeHeader;
-using gloo_internal::GlooStoreAdapter;
-using gloo_internal::HeaderSlot;
-using gloo_internal::kLivenessSlot;
-using gloo_internal::P2PDescSlot;
-using gloo_internal::P2PSlot;
-using gloo_internal::P2PVerdictSlot;
-using std::chrono::milliseconds;
-
-milliseconds Remaining(Clock::time_point deadline) {
-  // Rounded up: a gloo wait given the truncated remainder could expire just before `deadline`, and the
-  // caller, finding the deadline not yet passed, would report a timeout as a dead peer (kAborted).
-  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
-}
 
 // Allocates a staging buffer counted in the "comm buffers" ledger.
 std::unique_ptr<memory::Block> Staging(int64_t nbytes, Device device) {
@@ -70,12 +53,6 @@ std::unique_ptr<memory::Block> Staging(int64_t nbytes, Device device) {
 
 // ---- data phase (comm thread, after the headers agreed) --------------------------------------------
 
-// One message of a transfer step: `bytes` at `ptr` to or from group rank `peer`.
-struct Message {
-  int peer;
-  char* ptr;
-  int64_t bytes;
-};
 
 // all_reduce moves each member's chunk in segments of this size, reducing one while the next arrive.
 constexpr int64_t kAllReduceSegmentBytes = int64_t{1} << 20;
@@ -106,229 +83,17 @@ std::shared_ptr<gloo::transport::Device> MakeDevice(const GlooOptions& options) 
   }
 }
 
-// ---- the process group --------------------------------------------------------------------------------
+// Gloo's TCP transport writes without MSG_NOSIGNAL, so a write to a peer process that has exited raises
+// SIGPIPE, whose default action killed this process (exit code 141) instead of failing the op with the
+// "connection to rank N closed" error: a flaky death of the survivors when a rank crashed mid-barrier, and
+// a certain one for a send to it. SIGPIPE is ignored (Python, and so PyTorch, does the same at start-up)
+// unless the application installed its own handler; the write then fails with EPIPE.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
 
-class GlooProcessGroup final : public ProcessGroup {
- public:
-  GlooProcessGroup(std::shared_ptr<comm::Store> store, std::shared_ptr<gloo::transport::Device> device,
-                   std::string prefix, int rank, std::vector<int> global_ranks, int num_threads, milliseconds timeout,
-                   std::shared_ptr<gloo_internal::WaitMonitor> monitor)
-      : store_(std::move(store)),
-        device_(std::move(device)),
-        monitor_(std::move(monitor)),
-        prefix_(std::move(prefix)),
-        rank_(rank),
-        global_ranks_(std::move(global_ranks)),
-        num_threads_(num_threads) {
-    set_timeout(timeout);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size());
-    context->setTimeout(timeout);
-    GlooStoreAdapter::ExitedFn exited;  // (only where a launcher records exits)
-    if (monitor_->records_exits()) {
-      exited = [this](int peer) {
-        std::optional<std::string> why = monitor_->Exited(global_ranks_[static_cast<size_t>(peer)]);
-        if (why) why = Str("(global ", global_ranks_[static_cast<size_t>(peer)], ") exited with ", *why);
-        return why;
-      };
-    }
-    GlooStoreAdapter adapter(*store_, prefix_, timeout, std::move(exited));
-    try {
-      context->connectFullMesh(adapter, device_);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      TESSEL_FAIL(ErrorCode::kAborted, "gloo: rank ", rank_, " could not connect to its ", size() - 1,
-                  " peers through ", store_->Describe(), ": ", e.what());
-    }
-    // Every member has connected before any returns (torch's new_group waits on a store barrier too): a
-    // member that dropped the group at once (an error before its first collective) closed its pairs while a
-    // peer was still connecting, and the peer's next group failed with "connection closed by peer" (a
-    // read-only review: 15 of 30 runs).
-    if (size() > 1) {
-      if (store_->Add(prefix_ + "connected", 1) == size()) store_->Set(prefix_ + "connected_all", {'1'});
-      store_->Get(prefix_ + "connected_all", timeout);
-      // The process serving the store (rank 0's, outside a launcher that serves it) leaves only once every
-      // member has read that key: a rank 0 that finished first cut off a member still polling for it ("lost
-      // the connection to the store server", 1-2 of 5-8 runs of a script whose rank 0 initialized last).
-      // Bounded: a member that died meanwhile is reported by the first collective, not waited for here.
-      if (store_->Add(prefix_ + "read_all", 1) == size()) store_->Set(prefix_ + "read_all_done", {'1'});
-      if (store_->ServesHere()) {
-        try {
-          store_->Wait({prefix_ + "read_all_done"}, std::min(timeout, milliseconds(2000)));
-        } catch (const Error&) {  // NOLINT(bugprone-empty-catch): bounded on purpose (above)
-        }
-      }
-    }
-    context_ = std::move(context);
-    sentinels_.resize(size());
-    gone_at_start_.assign(size(), false);
-    for (int p = 0; p < size(); ++p) {  // one receive per peer that no one sends: Gloo fails it if p is gone
-      if (p == rank_) continue;
-      sentinels_[p] = context_->createUnboundBuffer(&sentinel_byte_, 1);
-      try {
-        sentinels_[p]->recv(p, kLivenessSlot);
-      } catch (const std::exception&) {
-        // p passed the barrier above and already dropped the group (torch code builds and discards meshes
-        // freely), closing its pairs: the group is still this member's; its collectives will name p gone.
-        gone_at_start_[p] = true;
-      }
-    }
-    monitor_->NoteIssued(prefix_, -1);  // this thread issues on the group
-    thread_ = std::make_unique<CommThread>(num_threads_, CurrentDevice());
-  }
-  ~GlooProcessGroup() override {
-    thread_.reset();
-    p2p_thread_.Reset();
-    if (!aborted_buffers_.empty()) context_->closeConnections();  // no more bytes into aborted buffers
-    aborted_buffers_.clear();
-  }
-
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(global_ranks_.size()); }
-  const std::vector<int>& global_ranks() const override { return global_ranks_; }
-  std::string backend_name() const override { return "gloo"; }
-
-  WorkPtr AllReduce(const Tensor& tensor, ReduceOp op) override {
-    CollectiveDesc d = DescribeAllReduce(tensor, op, DeviceType::kCpu);
-    return Issue(std::move(d), tensor, [=, this](const Step& step) { RunAllReduce(step, tensor, op); });
-  }
-  WorkPtr AllGather(const Tensor& output, const Tensor& input) override {
-    CollectiveDesc d = DescribeAllGather(output, input, size(), rank(), DeviceType::kCpu);
-    return Issue(std::move(d), output, [=, this](const Step& step) { RunAllGather(step, output, input); });
-  }
-  WorkPtr ReduceScatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    CollectiveDesc d = DescribeReduceScatter(output, input, op, size(), rank(), DeviceType::kCpu);
-    return Issue(std::move(d), output, [=, this](const Step& step) { RunReduceScatter(step, output, input, op); });
-  }
-  WorkPtr AllToAll(const Tensor& output, const Tensor& input, const std::vector<int64_t>& output_split_sizes,
-                   const std::vector<int64_t>& input_split_sizes) override {
-    CollectiveDesc d =
-        DescribeAllToAll(output, input, output_split_sizes, input_split_sizes, size(), DeviceType::kCpu);
-    return Issue(d, output, [=, this](const Step& step) { RunAllToAll(step, output, input, d); });
-  }
-  WorkPtr Broadcast(const Tensor& tensor, int root) override {
-    CollectiveDesc d = DescribeBroadcast(tensor, root, size(), DeviceType::kCpu);
-    return Issue(std::move(d), tensor, [=, this](const Step& step) { RunBroadcast(step, tensor, root); });
-  }
-  WorkPtr Barrier() override {
-    // Every member's header reaches every other before any call returns: the exchange is the barrier.
-    return Issue(CollectiveDesc{}, Tensor(), [](const Step&) {});
-  }
-  WorkPtr BatchP2P(const std::vector<P2POp>& ops) override;
-  WorkPtr RecvAnySource(const Tensor& tensor, int tag) override;
-  // Hands a batch of sends and receives (`run`, which calls RunP2P) to the p2p queue.
-  WorkPtr SubmitP2P(std::function<void()> run);
-  std::shared_ptr<ProcessGroup> NewGroup(const std::vector<int>& ranks) override {
-    return NewGroupAgreed(ranks, "g");
-  }
-
- protected:
-  // The group of `members` under store prefix "<prefix><key_suffix>/", named "<name>.<name_suffix>".
-  std::shared_ptr<ProcessGroup> MakeMemberGroup(const NewGroupMembers& members, const std::string& key_suffix,
-                                                const std::string& name_suffix) override;
-
- private:
-  // What a collective's data phase needs to run its transfers: the call, its group label and deadline.
-  struct Step {
-    const CollectiveDesc& desc;
-    const std::string& label;
-    Clock::time_point deadline;
-    milliseconds timeout;
-  };
-  using Body = std::function<void(const Step&)>;
-  WorkPtr Issue(CollectiveDesc desc, const Tensor& written, Body body);
-  // The messages of one call's data phase, each waited on when the caller needs it; all watched by the
-  // monitor's liveness probe, which aborts the waits when a peer is known gone: kAborted naming it. On any
-  // failure the buffers, the staging and `keep` (the tensors the messages point into) are handed to the
-  // group (aborted_*) and the group breaks.
-  class Transfers {
-   public:
-    static constexpr size_t kNone = static_cast<size_t>(-1);  // a zero-byte message, never posted
-    Transfers(GlooProcessGroup& group, const Step& step, std::vector<Tensor> keep);
-    ~Transfers();
-    // Posts a send or receive of `m` on slot DataSlot(seq, phase); returns its index for Wait.
-    size_t Post(bool send, const Message& m, int phase = 0);
-    void Wait(size_t i);
-    void WaitAll();  // receives first
-    char* Staging(int64_t nbytes, Device device);  // ledger-counted, kept with the buffers on failure
-
-   private:
-    struct Op {
-      bool send;
-      Message message;
-      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-      bool done = false;
-    };
-    [[noreturn]] void Fail(size_t i, const std::string& error);
-    GlooProcessGroup& group_;
-    const Step& step_;
-    std::vector<Tensor> keep_;
-    std::vector<Op> ops_;
-    std::vector<std::unique_ptr<memory::Block>> staging_;
-    bool watched_ = false;      // registered with the monitor
-    size_t watched_count_ = 0;  // ops_ it was told about
-  };
-  // A failed or aborted transfer's buffers and the tensors they point into: Gloo's thread may still write
-  // into (or read from) them for a live peer, so they stay until the group's connections close.
-  // Keeps an aborted transfer's buffers, the tensors they point into, its staging and scratch (see aborted_*).
-  void KeepAborted(std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& buffers, std::vector<Tensor> tensors,
-                   std::vector<std::unique_ptr<memory::Block>> staging = {}, std::vector<std::vector<char>> scratch = {});
-  // The group ranks (all, or those in `among`) whose connection Gloo reports closed (the monitor thread polls
-  // the sentinels).
-  std::vector<int> ClosedPeers(const std::vector<int>& among = {});
-  void RunAllReduce(const Step& step, const Tensor& t, ReduceOp op);
-  void RunAllGather(const Step& step, const Tensor& out, const Tensor& in);
-  void RunReduceScatter(const Step& step, const Tensor& out, const Tensor& in, ReduceOp op);
-  void RunAllToAll(const Step& step, const Tensor& out, const Tensor& in, const CollectiveDesc& d);
-  void RunBroadcast(const Step& step, const Tensor& t, int root);
-  std::string PeerList(const std::vector<int>& peers) const;
-  // Comm thread: fails at once if broken, exchanges headers, runs the body, maps Gloo errors.
-  void RunChecked(const CollectiveDesc& d, const std::string& label, milliseconds timeout, const Body& body);
-  void ExchangeHeaders(const CollectiveDesc& d, const std::string& label, milliseconds timeout);
-  // Throws (breaking the group) when any peer's header operation failed: kDeadlineExceeded naming the
-  // peers that never came, or kAborted naming the peers whose connection closed.
-  void ReportExchangeFailure(const CollectiveDesc& d, const std::string& label, milliseconds timeout,
-                             Clock::time_point deadline, const std::vector<int>& peers,
-                             const std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>& recvs,
-                             std::vector<bool> came, const std::vector<std::string>& failed);
-  // A receive whose peer is kAnySource takes the first descriptor from any other rank, then that rank's
-  // payload; its sender is stored in *any_source.
-  void RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source = nullptr);
-  [[noreturn]] void Break(ErrorCode code, const std::string& message);  // the first break's message stays
-  std::optional<std::string> Broken();
-  std::string VerdictKey(int64_t seq) const { return Str(prefix_, "timeout/", seq); }
-  [[noreturn]] void FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
-                            const std::string& label, milliseconds timeout, Clock::time_point deadline);
-  std::string P2PName(const P2POp& op) const;
-  std::vector<int> OtherRanks() const;  // every group rank but this one
-
-  std::shared_ptr<comm::Store> store_;
-  std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo_internal::WaitMonitor> monitor_;  // one per process: deadlocks across groups
-  std::string prefix_;
-  const int rank_;
-  const std::vector<int> global_ranks_;
-  const int num_threads_;
-  // An aborted transfer's buffers and the tensors they point into: Gloo's thread may still move bytes for a
-  // live peer, so both live until the connections close in the destructor (declared before context_).
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> aborted_buffers_;
-  std::vector<Tensor> aborted_tensors_;
-  std::vector<std::unique_ptr<memory::Block>> aborted_blocks_;  // staging of an aborted transfer
-  std::vector<std::vector<char>> aborted_scratch_;               // a mismatched receive's scratch
-  std::shared_ptr<gloo::Context> context_;
-  char sentinel_byte_ = 0;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sentinels_;  // [peer]; null for this rank
-  std::vector<bool> gone_at_start_;  // [peer]: its connection had closed before its sentinel could be posted
-  int64_t next_seq_ = 0;
-  int64_t next_p2p_ = 0;  // p2p thread: keys the monitor's liveness probe of each batch of p2p ops
-  // The collectives' comm thread and the p2p thread (comm_thread.h's LazyCommThread) both break the group and
-  // keep aborted buffers: state_mu_ guards broken_ and the aborted_* members; probe_mu_ serializes the
-  // sentinel polls of ClosedPeers (two concurrent waits on one buffer would each consume the other's abort).
-  std::mutex state_mu_, probe_mu_;
-  std::optional<std::string> broken_;
-  LazyCommThread p2p_thread_{num_threads_, CurrentDevice()};
-  std::unique_ptr<CommThread> thread_;
-};
+}  // namespace
 
 WorkPtr GlooProcessGroup::Issue(CollectiveDesc desc, const Tensor& written, Body body) {
   desc.seq = next_seq_++;
@@ -341,9 +106,7 @@ WorkPtr GlooProcessGroup::Issue(CollectiveDesc desc, const Tensor& written, Body
   WorkPtr work = thread_->Submit([this, desc = std::move(desc), body = std::move(body), timeout = timeout(), label] {
     RunChecked(desc, label, timeout, body);
   });
-  return TrackBlockingWait(
-      std::move(work), [m = monitor_, wait = std::move(wait)] { return m->BeginBlockedWait(wait); },
-      [m = monitor_](int64_t handle) { m->EndBlockedWait(handle); });
+  return TrackBlockingWaitIn(monitor_, std::move(wait), std::move(work));
 }
 
 void GlooProcessGroup::Break(ErrorCode code, const std::string& message) {
@@ -620,7 +383,7 @@ void GlooProcessGroup::Transfers::Fail(size_t i, const std::string& error) {
 }
 
 char* GlooProcessGroup::Transfers::Staging(int64_t nbytes, Device device) {
-  staging_.push_back(comm::Staging(nbytes, device));
+  staging_.push_back(gloo_internal::Staging(nbytes, device));
   return static_cast<char*>(staging_.back()->data());
 }
 
@@ -747,223 +510,6 @@ void GlooProcessGroup::RunBroadcast(const Step& step, const Tensor& t, int root)
   x.WaitAll();
 }
 
-WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
-  CheckP2POps(ops, rank_, size(), DeviceType::kCpu);
-  for (const P2POp& op : ops) {
-    const bool is_send = op.kind == P2POp::Kind::kSend;
-    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, name(), op.tensor.dtype(),
-                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
-    if (!is_send) MarkWritten(op.tensor);
-  }
-  const std::string label = GroupLabel(name(), global_ranks());
-  return SubmitP2P([this, ops, timeout = timeout(), label] { RunP2P(ops, label, timeout); });
-}
-
-WorkPtr GlooProcessGroup::RecvAnySource(const Tensor& tensor, int tag) {
-  return IssueRecvAnySource(*this, tensor, [&](std::shared_ptr<int> source) {
-    const std::string label = GroupLabel(name(), global_ranks());
-    return SubmitP2P([this, tensor, tag, source, timeout = timeout(), label] {
-      RunP2P({P2POp{P2POp::Kind::kRecv, tensor, kAnySource, tag}}, label, timeout, source.get());
-    });
-  });
-}
-
-WorkPtr GlooProcessGroup::SubmitP2P(std::function<void()> run) {
-  // Queued before it is handed over (RunP2P's P2PBatchWatch counts it started), and the caller's wait for it is a
-  // node of the wait-for graph (P2PCallerWait): a send against a peer's collective is then a deadlock found at once.
-  const std::string issuer = P2PIssuerKey(prefix_);
-  const int64_t ticket = monitor_->NoteBatch(issuer, BatchEvent::kSubmitted);
-  BlockedCall wait = P2PCallerWait(global_ranks_[rank_], issuer, GroupLabel(name(), global_ranks()), ticket);
-  WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
-  return TrackBlockingWait(
-      std::move(work), [m = monitor_, wait = std::move(wait)] { return m->BeginBlockedWait(wait); },
-      [m = monitor_](int64_t handle) { m->EndBlockedWait(handle); });
-}
-
-void GlooProcessGroup::RunP2P(std::vector<P2POp> ops, const std::string& label, milliseconds timeout, int* any_source) {
-  if (const std::optional<std::string> broken = Broken()) {
-    const std::string issuer = P2PIssuerKey(prefix_);  // (the batch ends here: P2PBatchWatch below never exists)
-    monitor_->NoteBatch(issuer, BatchEvent::kStarted);
-    monitor_->NoteBatch(issuer, BatchEvent::kFinished);
-    TESSEL_FAIL(ErrorCode::kAborted, "p2p on ", label, " cannot run: the group is unusable: ", *broken);
-  }
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
-  const auto deadline = Clock::now() + timeout;
-  size_t current = 0;  // the op being posted, then the one being waited on
-  // Each send is preceded by a descriptor (bytes, dtype) on a slot of its own; each receive reads the
-  // descriptor before it posts its buffer, sends its own back as the verdict, and raises kAborted "p2p
-  // mismatch" on a difference, after taking the sender's payload into scratch so the pair's stream stays in
-  // step (the group stays usable); the sender reads the verdict and raises the same message, so both sides
-  // fail, as the threads backend's (which matches both sides in one place). Gloo itself compares nothing: a
-  // shorter send left the tail of the receive stale, another dtype was read bit for bit, and a longer send
-  // aborted the receiving process inside gloo. A gloo send is not eager: it completes once its receiver
-  // posted the receive (measured: a lone 16-byte send waits for it), as a threads send does; the verdict
-  // leaves the receiver before that, so waiting for it costs a send no extra round trip.
-  struct Desc {
-    int64_t bytes = 0, dtype = 0;
-    bool operator==(const Desc&) const = default;
-  };
-  // This rank's descriptors, its receives' senders' and its sends' verdicts, in one heap block that an abort
-  // hands to KeepAborted with the buffers that point into it (read and written with memcpy).
-  const size_t n_ops = ops.size();
-  std::vector<char> desc_store(3 * n_ops * sizeof(Desc));
-  enum Which : size_t { kMine = 0, kTheirs = 1, kVerdict = 2 };
-  auto desc_at = [&](Which w, size_t i) { return desc_store.data() + (w * n_ops + i) * sizeof(Desc); };
-  auto desc = [&](Which w, size_t i) {
-    Desc d;
-    std::memcpy(&d, desc_at(w, i), sizeof(Desc));
-    return d;
-  };
-  auto mismatch_message = [&](int sender, int receiver, int tag, const Desc& sent, const Desc& posted) {
-    return Str("p2p mismatch on ", label, ": rank ", sender, " posted send to rank ", receiver, " (tag ", tag, ", ",
-               sent.bytes, " B) ", DTypeName(static_cast<DType>(sent.dtype)), " but rank ", receiver,
-               " posted recv from rank ", sender, " (global ", global_ranks_[sender], ", tag ", tag, ", ",
-               posted.bytes, " B) ", DTypeName(static_cast<DType>(posted.dtype)));
-  };
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> desc_bufs(ops.size()), verdict_bufs(ops.size());
-  std::vector<std::vector<char>> scratch(ops.size());
-  std::string mismatch;
-  // A failed batch's buffers, the tensors and descriptors they point into and the scratch stay with the group
-  // (Gloo's thread may still move bytes for a live pair).
-  auto keep_alive = [&] {
-    std::vector<Tensor> tensors;
-    for (const P2POp& op : ops) tensors.push_back(op.tensor);
-    KeepAborted(desc_bufs, {});
-    KeepAborted(verdict_bufs, {});
-    scratch.push_back(std::move(desc_store));
-    KeepAborted(bufs, std::move(tensors), {}, std::move(scratch));
-  };
-  // Deadlock detection (gloo_wait_monitor.h's P2PBatchWatch): a send waits for its receive here too.
-  gloo_internal::P2PBatchWatch graph(*monitor_, prefix_, global_ranks_[rank_]);
-  try {
-    for (current = 0; current < ops.size(); ++current) {  // post everything before waiting: no send/send deadlock
-      const P2POp& op = ops[current];
-      graph.Post(op.peer == kAnySource ? -1 : global_ranks_[op.peer], op.kind == P2POp::Kind::kSend, op.tag,
-                 P2PName(op));
-      const Desc own{op.tensor.numel() * ElementSize(op.tensor.dtype()), static_cast<int64_t>(op.tensor.dtype())};
-      std::memcpy(desc_at(kMine, current), &own, sizeof(Desc));
-      if (op.kind == P2POp::Kind::kSend) {
-        desc_bufs[current] = context_->createUnboundBuffer(desc_at(kMine, current), sizeof(Desc));
-        desc_bufs[current]->send(op.peer, P2PDescSlot(op.tag));
-        bufs.push_back(context_->createUnboundBuffer(op.tensor.raw_data(), static_cast<size_t>(own.bytes)));
-        bufs.back()->send(op.peer, P2PSlot(op.tag));
-        verdict_bufs[current] = context_->createUnboundBuffer(desc_at(kVerdict, current), sizeof(Desc));
-        verdict_bufs[current]->recv(op.peer, P2PVerdictSlot(op.tag));
-      } else {
-        desc_bufs[current] = context_->createUnboundBuffer(desc_at(kTheirs, current), sizeof(Desc));
-        if (op.peer == kAnySource) {
-          desc_bufs[current]->recv(OtherRanks(), P2PDescSlot(op.tag));  // gloo takes the first to arrive
-        } else {
-          desc_bufs[current]->recv(op.peer, P2PDescSlot(op.tag));
-        }
-        bufs.emplace_back();  // posted once the descriptor is in
-      }
-    }
-    // The liveness probe (file comment, "In flight") may abort any of these waits: a wait that returns
-    // false ends the batch, and the peer the probe found closed is named.
-    const std::string probe_key = prefix_ + "p2p";
-    std::vector<int> peers;  // only these ranks' connections matter to this batch
-    for (const P2POp& op : ops) {
-      if (op.peer != kAnySource) peers.push_back(op.peer);
-    }
-    if (std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.peer == kAnySource; })) {
-      peers = OtherRanks();
-    }
-    const int64_t probe_seq = next_p2p_++;
-    auto watch = [&] {
-      std::vector<gloo::transport::UnboundBuffer*> raw;
-      for (const auto* list : {&desc_bufs, &bufs, &verdict_bufs}) {
-        for (const auto& b : *list) {
-          if (b != nullptr) raw.push_back(b.get());
-        }
-      }
-      monitor_->BeginTransfer(probe_key, probe_seq, raw, [this, peers] { return ClosedPeers(peers); });
-      graph.Watch(raw);  // a deadlock verdict on any op of the batch aborts these waits too
-    };
-    struct Unwatch {
-      gloo_internal::WaitMonitor& monitor;
-      const std::string& key;
-      int64_t seq;
-      ~Unwatch() { monitor.EndTransfer(key, seq); }
-    };
-    auto aborted = [&] {
-      std::vector<int> found = monitor_->EndTransfer(probe_key, probe_seq);
-      keep_alive();
-      if (std::optional<std::string> verdict = graph.verdict()) Break(ErrorCode::kAborted, *verdict);
-      if (found.empty()) found = ClosedPeers(peers);
-      Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", P2PName(ops[current]),
-                                     ": the connection to rank(s) ", PeerList(found),
-                                     " closed while data was in flight (the process exited or died)"));
-    };
-    graph.Block(label);
-    watch();
-    Unwatch unwatch{*monitor_, probe_key, probe_seq};
-    for (current = 0; current < ops.size(); ++current) {
-      const P2POp& op = ops[current];
-      if (op.kind == P2POp::Kind::kSend) continue;
-      int from = op.peer;
-      if (!desc_bufs[current]->waitRecv(op.peer == kAnySource ? &from : nullptr, Remaining(deadline))) aborted();
-      if (op.peer == kAnySource) {  // the payload comes from the rank whose descriptor arrived
-        ops[current].peer = from;
-        *any_source = from;
-      }
-      verdict_bufs[current] = context_->createUnboundBuffer(desc_at(kMine, current), sizeof(Desc));
-      verdict_bufs[current]->send(op.peer, P2PVerdictSlot(op.tag));  // to the rank the descriptor came from
-      void* into = op.tensor.raw_data();
-      const Desc sent = desc(kTheirs, current), own = desc(kMine, current);
-      if (!(sent == own)) {
-        if (mismatch.empty()) mismatch = mismatch_message(op.peer, rank_, op.tag, sent, own);
-        scratch[current].resize(static_cast<size_t>(std::max<int64_t>(sent.bytes, 1)));
-        into = scratch[current].data();
-      }
-      bufs[current] = context_->createUnboundBuffer(into, static_cast<size_t>(sent.bytes));
-      bufs[current]->recv(op.peer, P2PSlot(op.tag));
-      watch();  // the new receive joins the watched buffers
-    }
-    for (current = 0; current < ops.size(); ++current) {
-      bool done = true;
-      if (ops[current].kind == P2POp::Kind::kSend) {
-        done = desc_bufs[current]->waitSend(Remaining(deadline)) && bufs[current]->waitSend(Remaining(deadline)) &&
-               verdict_bufs[current]->waitRecv(Remaining(deadline));
-        const Desc own = desc(kMine, current), posted = desc(kVerdict, current);
-        if (done && !(own == posted) && mismatch.empty()) {
-          mismatch = mismatch_message(rank_, ops[current].peer, ops[current].tag, own, posted);
-        }
-      } else {
-        done = bufs[current]->waitRecv(Remaining(deadline)) && verdict_bufs[current]->waitSend(Remaining(deadline));
-      }
-      if (!done) aborted();
-    }
-  } catch (const Error&) {
-    throw;  // aborted by the liveness probe: already named the peer
-  } catch (const std::exception& e) {
-    keep_alive();  // as aborted(): another pair's buffers may still be live
-    FailP2P(e, ops, current, label, timeout, deadline);
-  }
-  if (!mismatch.empty()) TESSEL_FAIL(ErrorCode::kAborted, mismatch);
-}
-
-void GlooProcessGroup::FailP2P(const std::exception& e, const std::vector<P2POp>& ops, size_t current,
-                               const std::string& label, milliseconds timeout, Clock::time_point deadline) {
-  const std::string what = current < ops.size() ? P2PName(ops[current]) : "a p2p op";
-  if (Clock::now() >= deadline) {
-    Break(ErrorCode::kDeadlineExceeded,
-          Str("p2p on ", label, " timed out after ", timeout.count(), " ms: ", what,
-              " did not complete (the peer never posted the matching call, is stuck, or died while the data was in "
-              "flight)"));
-  }
-  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr && current < ops.size() &&
-      ops[current].peer != kAnySource) {
-    // Gloo fails a pair's pending operations when its connection closes: as in the collectives, say so
-    // (at once, not at the timeout) and name the peer.
-    const int peer = ops[current].peer;
-    Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": the connection to rank ", peer,
-                                   " (global ", global_ranks_[peer], ") closed (the process exited or died): ",
-                                   e.what()));
-  }
-  Break(ErrorCode::kAborted, Str("p2p on ", label, " failed at ", what, ": ", e.what()));
-}
-
 std::vector<int> GlooProcessGroup::OtherRanks() const {
   std::vector<int> out;
   for (int r = 0; r < size(); ++r) {
@@ -972,13 +518,6 @@ std::vector<int> GlooProcessGroup::OtherRanks() const {
   return out;
 }
 
-std::string GlooProcessGroup::P2PName(const P2POp& op) const {
-  if (op.peer == kAnySource) {
-    return Str("recv from any rank (tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
-  }
-  return Str(op.kind == P2POp::Kind::kSend ? "send to rank " : "recv from rank ", op.peer, " (global ",
-             global_ranks_[op.peer], ", tag ", op.tag, ", ", op.tensor.numel() * ElementSize(op.tensor.dtype()), " B)");
-}
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::MakeMemberGroup(const NewGroupMembers& members,
                                                           const std::string& key_suffix,
@@ -989,30 +528,23 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::MakeMemberGroup(const NewGroupMe
   return group;
 }
 
-// Gloo's TCP transport writes without MSG_NOSIGNAL, so a write to a peer process that has exited raises
-// SIGPIPE, whose default action killed this process (exit code 141) instead of failing the op with the
-// "connection to rank N closed" error: a flaky death of the survivors when a rank crashed mid-barrier, and
-// a certain one for a send to it. SIGPIPE is ignored (Python, and so PyTorch, does the same at start-up)
-// unless the application installed its own handler; the write then fails with EPIPE.
-void IgnoreSigpipeUnlessHandled() {
-  struct sigaction current {};
-  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
-}
+}  // namespace tessel::comm::gloo_internal
 
-}  // namespace
+namespace tessel::comm {
 
 ProcessGroupPtr NewGlooProcessGroup(std::shared_ptr<Store> store, const std::string& prefix, int rank, int world_size,
                                     const GlooOptions& options) {
   TESSEL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "gloo: rank ", rank,
                " is not in a world of size ", world_size);
-  IgnoreSigpipeUnlessHandled();
+  gloo_internal::IgnoreSigpipeUnlessHandled();
   std::vector<int> all(world_size);
   for (int r = 0; r < world_size; ++r) all[r] = r;
   const int threads = options.num_threads > 0 ? options.num_threads : NumThreads();
   auto monitor = std::make_shared<gloo_internal::WaitMonitor>(store, prefix, rank, world_size);
   monitor->set_exit_prefix(options.departed_prefix);
-  return std::make_shared<GlooProcessGroup>(std::move(store), MakeDevice(options), prefix, rank, std::move(all),
-                                            threads, options.timeout, std::move(monitor));
+  return std::make_shared<gloo_internal::GlooProcessGroup>(std::move(store), gloo_internal::MakeDevice(options), prefix,
+                                                           rank, std::move(all), threads, options.timeout,
+                                                           std::move(monitor));
 }
 
 }  // namespace tessel::comm

@@ -61,22 +61,11 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
     const std::chrono::milliseconds limit = timeout.count() > 0 ? timeout : timeout_;
     if (!exited_) return store_.Wait(full, limit);
     using Clock = std::chrono::steady_clock;
-    const Clock::time_point deadline = Clock::now() + limit;
-    while (true) {  // in slices, asking between them whether a missing peer's process already exited
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      try {
-        return store_.Wait(full, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kDeadlineExceeded) throw;
-        if (left <= kSlice) {  // the whole limit passed: Store::Wait's message, with the limit
-          std::string missing;
-          for (const std::string& k : full) {
-            if (!store_.Check(k)) missing += Str(missing.empty() ? "'" : ", '", k, "'");
-          }
-          TESSEL_FAIL(ErrorCode::kDeadlineExceeded, store_.Describe(), ": key(s) ", missing, " not set after ",
-                      limit.count(), " ms (a rank did not reach this rendezvous)");
-        }
-      }
+    Clock::time_point next_ask = Clock::now() + kAskEvery;
+    // Between the store's polls, every kAskEvery: has a missing peer's process already exited?
+    store_.Wait(full, limit, [&] {
+      if (Clock::now() < next_ask) return;
+      next_ask = Clock::now() + kAskEvery;
       for (size_t i = 0; i < keys.size(); ++i) {
         const std::optional<int> peer = GroupRankOfKey(keys[i]);
         if (!peer || store_.Check(full[i])) continue;
@@ -85,11 +74,11 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
                       store_.Describe(), "): it never will (the launcher saw its process exit)");
         }
       }
-    }
+    });
   }
 
  private:
-  static constexpr std::chrono::milliseconds kSlice{200};
+  static constexpr std::chrono::milliseconds kAskEvery{200};
   // Gloo's connectFullMesh names each rank's key by its group rank alone.
   static std::optional<int> GroupRankOfKey(const std::string& key) {
     const bool digits = std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });

@@ -216,9 +216,7 @@ WorkPtr ThreadsProcessGroup::Issue(CollectiveDesc desc, std::vector<Tensor> tens
     const RankCall call{desc, input, output};
     rendezvous_->RunCollective(rank_, call, num_phases, execute, timeout, label, staged_bytes);
   });
-  return TrackBlockingWait(
-      std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },
-      [world](int64_t handle) { world->EndBlockedWait(handle); });
+  return TrackBlockingWaitIn(world, std::move(wait), std::move(work));
 }
 
 WorkPtr ThreadsProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
@@ -250,10 +248,7 @@ WorkPtr ThreadsProcessGroup::SubmitP2P(std::function<void()> run) {
   const std::string issuer = P2PIssuerKey(rendezvous_->key());
   const int64_t ticket = world->NoteBatch(me, issuer, BatchEvent::kSubmitted);
   BlockedCall wait = P2PCallerWait(me, issuer, GroupLabel(name(), global_ranks()), ticket);
-  WorkPtr work = p2p_thread_.Get().Submit(std::move(run));
-  return TrackBlockingWait(
-      std::move(work), [world, wait = std::move(wait)] { return world->BeginBlockedWait(wait); },
-      [world](int64_t handle) { world->EndBlockedWait(handle); });
+  return TrackBlockingWaitIn(world, std::move(wait), p2p_thread_.Get().Submit(std::move(run)));
 }
 
 std::shared_ptr<ProcessGroup> ThreadsProcessGroup::MakeMemberGroup(const NewGroupMembers& members,
