@@ -219,6 +219,15 @@ CollectiveDesc DescribeBroadcast(const Tensor& t, int root, int world, DeviceTyp
   return d;
 }
 
+void TraceP2POps(const std::vector<P2POp>& ops, const std::string& group) {
+  for (const P2POp& op : ops) {
+    const bool is_send = op.kind == P2POp::Kind::kSend;
+    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, group, op.tensor.dtype(),
+                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
+    if (!is_send) MarkWritten(op.tensor);
+  }
+}
+
 void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType device_type) {
   for (const P2POp& op : ops) {
     const char* name = op.kind == P2POp::Kind::kSend ? "send" : "recv";

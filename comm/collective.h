@@ -75,6 +75,9 @@ void CheckP2POps(const std::vector<P2POp>& ops, int rank, int world, DeviceType 
 
 // Records `d` in the calling thread's tracers (CommTracer) under `group`.
 void TraceCall(const CollectiveDesc& d, const std::string& group);
+// Records each send and receive of a batch in the calling thread's tracers under `group`, and marks each
+// receive's tensor written (MarkWritten): what every backend's BatchP2P does once CheckP2POps passed.
+void TraceP2POps(const std::vector<P2POp>& ops, const std::string& group);
 // Marks `t` as written in place (bumps its storage's version counter for autograd).
 void MarkWritten(const Tensor& t);
 

@@ -11,12 +11,7 @@ namespace tessel::comm::gloo_internal {
 
 WorkPtr GlooProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
   CheckP2POps(ops, rank_, size(), DeviceType::kCpu);
-  for (const P2POp& op : ops) {
-    const bool is_send = op.kind == P2POp::Kind::kSend;
-    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, name(), op.tensor.dtype(),
-                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
-    if (!is_send) MarkWritten(op.tensor);
-  }
+  TraceP2POps(ops, name());
   const std::string label = GroupLabel(name(), global_ranks());
   return SubmitP2P([this, ops, timeout = timeout(), label] { RunP2P(ops, label, timeout); });
 }

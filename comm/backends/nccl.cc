@@ -287,14 +287,9 @@ WorkPtr NcclProcessGroup::Enqueue(CollectiveDesc desc, std::vector<Tensor> tenso
 
 WorkPtr NcclProcessGroup::BatchP2P(const std::vector<P2POp>& ops) {
   CheckP2POps(ops, rank_, size(), DeviceType::kCuda);
+  TraceP2POps(ops, name());
   std::vector<Tensor> tensors;
-  for (const P2POp& op : ops) {
-    const bool is_send = op.kind == P2POp::Kind::kSend;
-    CommTracer::Record({is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, name(), op.tensor.dtype(),
-                        op.tensor.numel() * ElementSize(op.tensor.dtype())});
-    tensors.push_back(op.tensor);
-    if (!is_send) MarkWritten(op.tensor);
-  }
+  for (const P2POp& op : ops) tensors.push_back(op.tensor);
   // NOTE: NCCL matches p2p by posting order per peer; tags are not part of the match.
   CollectiveDesc d;
   d.kind = ops.size() == 1 && ops[0].kind == P2POp::Kind::kSend ? CollectiveKind::kSend : CollectiveKind::kRecv;
