@@ -128,7 +128,7 @@ class WaitMonitor {
 // buffers, which a verdict on any of its ops aborts (the queue may be waiting on another op of the batch
 // than the one judged); verdict() is that verdict. The destructor unregisters everything.
 //
-// Example (gloo.cc's RunP2P):
+// Example (gloo_p2p.cc's RunP2P):
 //   P2PBatchWatch graph(*monitor, prefix, my_global_rank);
 //   for (op : ops) { graph.Post(peer, is_send, tag, name); post(op); }
 //   graph.Block(label);
