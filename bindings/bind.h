@@ -87,6 +87,7 @@ void BindDistributed(py::module_& m);  // distributed_py.cc: process groups, mes
 void BindCheckpoint(py::module_& m);   // checkpoint_py.cc: save / load / state dicts
 void BindTensorParallel(py::module_& m);  // tp_py.cc: ParallelStyles, parallelize_module, loss_parallel
 void BindPipelining(py::module_& m);   // pipelining_py.cc: schedules, action IR, simulator, GPT pipeline
+void BindPlanner(py::module_& m);      // planner_py.cc: the ledger planner (_C._planner)
 
 // The Python object of each dtype: the enum's own value objects, recorded by BindDTypes (tensor_py.cc);
 // nullptr before. A borrowed reference, alive as long as the interpreter.

@@ -26,6 +26,7 @@ PYBIND11_MODULE(_C, m) {
   BindCheckpoint(m);
   BindTensorParallel(m);  // after BindDistributed: styles take its placements and meshes
   BindPipelining(m);
+  BindPlanner(m);
   m.def("memory_report", []() { return memory::Report(); });
   // The ledger in bytes: {ledger: (live, peak)} plus "total", for CPU device `index` (this thread's device, a
   // run_ranks rank's own, when -1); reset_peaks sets every peak there to its live value.

@@ -58,26 +58,6 @@ ABSL_FLAG(int32_t, top, 10, "how many fitting layouts to list (0: none)");
 namespace tessel::planner {
 namespace {
 
-int64_t ParseBytes(const std::string& text) {
-  size_t end = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-    TESSEL_CHECK(false, "plan: --memory_per_rank='", text, "' is not a number with a unit (e.g. 80GiB)");
-  }
-  const std::string unit = text.substr(end);
-  const std::vector<std::pair<std::string, double>> units = {
-      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
-  for (const auto& [name, scale] : units) {
-    if (unit == name) return static_cast<int64_t>(value * scale);
-  }
-  TESSEL_CHECK(false, "plan: --memory_per_rank='", text, "' has unknown unit '", unit,
-               "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
-  return 0;
-}
-
 ModelSpec ModelFromFlags() {
   const std::string name = absl::GetFlag(FLAGS_model);
   if (name != "gpt") return ModelPreset(name);
@@ -139,7 +119,7 @@ int Main() {
   const ModelSpec m = ModelFromFlags();
   const int64_t world = absl::GetFlag(FLAGS_world);
   TESSEL_CHECK(world >= 1, "plan: --world must be >= 1, got ", world);
-  const int64_t budget = ParseBytes(absl::GetFlag(FLAGS_memory_per_rank));
+  const int64_t budget = ParseBytes(absl::GetFlag(FLAGS_memory_per_rank), "plan: --memory_per_rank");
   const Layout layout = LayoutFromFlags(m, world);
   Verify(layout, m, world);
   int64_t activations = -1;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -122,6 +123,28 @@ std::optional<OverBudget> ExceedsBudget(const LedgerPlan& plan, int64_t budget) 
     if (bytes > out.bytes) out = {name, bytes, bytes > budget};
   }
   return out;
+}
+
+int64_t ParseBytes(const std::string& text, std::string_view what) {
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    TESSEL_CHECK(false, what, "='", text, "' is not a number with a unit (e.g. 80GiB)");
+  }
+  const std::string unit = text.substr(end);
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  for (const auto& [name, scale] : units) {
+    if (unit != name) continue;
+    const double bytes = value * scale;
+    TESSEL_CHECK(bytes >= 1 && bytes < 9.2e18, what, "='", text, "' is not a positive byte count below 8 EiB");
+    return static_cast<int64_t>(bytes);
+  }
+  TESSEL_CHECK(false, what, "='", text, "' has unknown unit '", unit, "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  return 0;
 }
 
 std::string FormatRankPlan(const RankPlan& plan, int64_t budget) {

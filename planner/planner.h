@@ -75,6 +75,11 @@ struct OverBudget {
 };
 std::optional<OverBudget> ExceedsBudget(const LedgerPlan& plan, int64_t budget_bytes);
 
+// A per-rank budget in bytes from text: a positive number and a unit, "80GiB", "40GB", "1.5TiB", "512MiB", or
+// bytes ("123", "123B"); binary (KiB ... TiB) and decimal (KB ... TB) units. kInvalidArgument naming `what` and
+// the text otherwise (no unit it knows, not a number, not positive, or past int64).
+int64_t ParseBytes(const std::string& text, std::string_view what = "budget");
+
 // The per-ledger table (bytes, GiB, share of the budget), the axis bytes and FLOPs, and the verdict.
 std::string FormatRankPlan(const RankPlan& plan, int64_t budget_bytes);
 

@@ -302,7 +302,22 @@ def _getattr(self, name):
             return None
     except TypeError:  # before Module.__init__ ran
         pass
+    method = _fsdp_method(self, name)
+    if method is not None:
+        return method
     raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+
+
+def _fsdp_method(module, name):
+    """FSDPModule's method `name` bound to a fully sharded module that C++ created (tessel.nn.GPT's blocks): such
+    a module has no __dict__ to hold them, as fully_shard puts them on other C++ layers; else None."""
+    if _has_dict(module) or _C._fsdp_state(module) is None:
+        return None
+    from ..distributed.fsdp import _METHODS, FSDPModule
+    if name not in _METHODS:
+        return None
+    import types
+    return types.MethodType(getattr(FSDPModule, name), module)
 
 
 # ---- calling ----------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ refuses a fully sharded module as torch's does.
 import collections
 import functools
 
+from ...nn.modules import _has_dict
+
 STATE_KEY = "__composable_api_state_key"
 REGISTRY_KEY = "__composable_api_registry"
 
@@ -41,7 +43,15 @@ def _names(module):
 
 
 def _record(module, key, value, name):
-    """Adds `key` -> value to one of the module's composable dicts (created on first use)."""
+    """Adds `key` -> value to one of the module's composable dicts (created on first use). A module C++ created
+    (tessel.nn.GPT's blocks) has no __dict__: fully_shard's own state is in C++ (_get_registry reads it there);
+    an API with Python state refuses such a module."""
+    if not _has_dict(module):
+        if name:
+            return
+        raise TypeError("%s cannot be applied to %s: a module created in C++ carries no Python state; apply it to "
+                        "a module defined in Python or to a tessel.nn layer" % (getattr(key, "__name__", key),
+                                                                              type(module).__name__))
     table = module.__dict__.setdefault(REGISTRY_KEY if name else STATE_KEY, collections.OrderedDict())
     if not isinstance(table, dict):
         raise AssertionError("Distributed composable API %s corrupted: %r" % ("registry" if name else "states", table))
@@ -61,7 +71,8 @@ def contract(state_cls=_State):
             state, item = state_cls(), RegistryItem()
             before = []
             for m in modules:
-                if func in m.__dict__.get(STATE_KEY, {}) or func.__name__ in (_get_registry(m) or {}):
+                states = m.__dict__.get(STATE_KEY, {}) if _has_dict(m) else {}
+                if func in states or func.__name__ in (_get_registry(m) or {}):
                     raise AssertionError("Each distinct composable distributed API can only be applied to a module "
                                          "once. %s has already been applied to the following module:\n%s"
                                          % (func.__name__, m))
@@ -92,4 +103,8 @@ def contract(state_cls=_State):
 
 def _get_registry(module):
     """The composable APIs applied to module, in order (name -> RegistryItem), or None if none was."""
+    if not _has_dict(module):  # a module C++ created: only fully_shard applies to it, and keeps its state in C++
+        from ... import _C
+        return collections.OrderedDict(fully_shard=RegistryItem()) if _C._fsdp_state(module) is not None else None
     return module.__dict__.get(REGISTRY_KEY)
+

@@ -449,7 +449,12 @@ def _become_fsdp_module(module, mixin=None, prefix="FSDP"):
             _classes[cls, mixin] = meta(prefix + cls.__name__, (mixin, cls), {"__module__": cls.__module__})
         module.__class__ = _classes[cls, mixin]
     elif not module._has_python_forward:
-        # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) holds through _FSDPModuleMeta).
+        # A C++ layer: the methods on the instance (isinstance(m, FSDPModule) holds through _FSDPModuleMeta); a
+        # module C++ created without a Python class of its own (tessel.nn.GPT's blocks) has no __dict__: Module's
+        # __getattr__ finds them (tessel/nn/modules.py, _fsdp_method).
+        from ...nn.modules import _has_dict
+        if not _has_dict(module):
+            return
         import types
         for name in _METHODS + ["__deepcopy__"]:
             setattr(module, name, types.MethodType(getattr(FSDPModule, name), module))
