@@ -8,6 +8,7 @@ first need that split.
 """
 
 CORE_VISIBLE_TO = [
+    "//:__pkg__",  # the public umbrella //:tessel (BUILD.bazel)
     "//core:__subpackages__",
     "//comm:__subpackages__",
     "//dtensor:__subpackages__",

@@ -64,7 +64,7 @@ struct Layout {
 // Checks, each a kInvalidArgument naming the field:
 //   pp, dp_replicate, dp_shard, tp, num_microbatches, global_batch, seq_len >= 1; zero_stage in 0..3;
 //   pp·dp_replicate·dp_shard·tp == world; zero_stage 0 needs dp_shard == 1;
-//   model.n_heads % tp == 0, model.ffn_hidden % tp == 0, model.n_layers % pp == 0;
+//   model.n_heads % tp == 0, model.ffn_hidden % tp == 0, pp <= model.n_layers (stages may hold unequal layer counts);
 //   sequence_parallel needs tp > 1 and seq_len % tp == 0;
 //   global_batch % (dp_replicate·dp_shard·num_microbatches) == 0;
 //   seq_len <= model.max_seq_len when the model has learned positions; dtypes floating.
