@@ -10,6 +10,7 @@ namespace {
 bool SameCall(const CollectiveDesc& a, const CollectiveDesc& b) {
   const bool both_all_to_all = a.kind == CollectiveKind::kAllToAll && b.kind == CollectiveKind::kAllToAll;
   return a.kind == b.kind && a.seq == b.seq && a.dtype == b.dtype && a.root == b.root && a.op == b.op &&
+         a.label == b.label &&
          (both_all_to_all ? a.row_bytes == b.row_bytes : a.bytes == b.bytes && a.shape == b.shape);
 }
 
@@ -25,6 +26,7 @@ std::vector<int64_t> DescShape(const Tensor& t) {
 
 // A descriptor's dtype, byte count and shape: those of the tensor each rank sends.
 void SetPayload(CollectiveDesc& d, const Tensor& t) {
+  d.label = CollectiveLabel::Current();
   d.dtype = t.dtype();
   d.bytes = t.numel() * ElementSize(t.dtype());
   d.shape = DescShape(t);
@@ -71,6 +73,17 @@ void CheckStacked(const char* op, const char* big_name, const Tensor& big, const
 
 }  // namespace
 
+thread_local std::string t_collective_label;
+
+CollectiveLabel::CollectiveLabel(std::string label) : previous_(std::move(t_collective_label)) {
+  if (label.size() > kMaxLabelBytes) label.resize(kMaxLabelBytes);
+  t_collective_label = std::move(label);
+}
+
+CollectiveLabel::~CollectiveLabel() { t_collective_label = std::move(previous_); }
+
+const std::string& CollectiveLabel::Current() { return t_collective_label; }
+
 std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape) {
   if (d.kind == CollectiveKind::kBarrier) return Str("barrier #", d.seq);  // (no data: bytes and dtype say nothing)
   std::string s = Str(CollectiveKindName(d.kind), " #", d.seq, " (", d.bytes, " B");
@@ -81,7 +94,7 @@ std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_s
     if (d.root >= 0) s += Str(", root ", d.root);
     if (d.kind == CollectiveKind::kAllToAll) s += Str(", rows of ", d.row_bytes, " B");
   }
-  return s + ")";
+  return d.label.empty() ? s + ")" : Str(s, ") for ", d.label);
 }
 
 std::optional<std::string> FindMismatch(std::span<const CollectiveDesc* const> descs, const std::string& group_label) {
@@ -201,6 +214,7 @@ CollectiveDesc DescribeAllToAll(const Tensor& output, const Tensor& input, std::
   resolve(output_splits, output, "output");
   CollectiveDesc d;
   d.kind = CollectiveKind::kAllToAll;
+  d.label = CollectiveLabel::Current();
   d.dtype = input.dtype();
   d.bytes = input.numel() * ElementSize(input.dtype());
   d.row_bytes = NumElements(std::span<const int64_t>(input.sizes()).subspan(1)) * ElementSize(input.dtype());

@@ -41,11 +41,36 @@ struct CollectiveDesc {
   // The input's shape (at most kMaxDescDims dims: further ones fold into the last), compared across ranks
   // except for all_to_all: equal byte counts of different shapes ([2, 3] against [3, 2]) are a mismatch too.
   std::vector<int64_t> shape;
+  // What the call is for, from the issuing thread's CollectiveLabel ("fully_shard 'layers.2'"; empty when no layer
+  // said), at most kMaxLabelBytes. Compared across ranks like the rest: two ranks all-gathering the parameters of
+  // two equally sized fully_shard groups would otherwise swap them silently (ranks whose forward took different
+  // paths); and shown in every message that names the call.
+  std::string label;
 };
 
 inline constexpr int kMaxDescDims = 8;
+inline constexpr size_t kMaxLabelBytes = 64;
 
-// "all_gather #12 (4096 B)"; with_details adds dtype, op and root ("all_reduce #3 (16 B, float32, sum)").
+// Names what the collectives this thread issues while it lives are for (the layers above comm: fully_shard names
+// its group), restoring the previous label when it ends; nests. Cheap: a thread-local string.
+//
+// Example:
+//   CollectiveLabel label(Str("fully_shard '", fqn, "'"));
+//   group->AllGather(out, in);   // a mismatch names it "all_gather #5 (64 B) for fully_shard 'layers.2'"
+class CollectiveLabel {
+ public:
+  explicit CollectiveLabel(std::string label);
+  ~CollectiveLabel();
+  CollectiveLabel(const CollectiveLabel&) = delete;
+  CollectiveLabel& operator=(const CollectiveLabel&) = delete;
+  static const std::string& Current();  // this thread's, "" outside any
+
+ private:
+  std::string previous_;
+};
+
+// "all_gather #12 (4096 B)"; with_details adds dtype, op and root ("all_reduce #3 (16 B, float32, sum)"); a labelled
+// call ends " for <label>".
 std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape = false);
 
 // nullopt when all members agree; else the message every rank raises (code kAborted). `descs` holds

@@ -113,6 +113,12 @@ void CheckParam(const ManagedParam& p, const nn::Module& module, const dtensor::
   }
   std::string other_type;
   if (const FsdpParam* other = FsdpParam::FindOwnerOf(p.tensor, &other_type)) {
+    for (const auto& [path, inside] : other->module()->NamedModules()) {
+      TESSEL_CHECK(inside != &module, where, " is already managed by fully_shard(", other_type,
+                   "), applied earlier to a module that contains this one (there as '", other->fqn(),
+                   "'): apply fully_shard bottom-up, to each submodule before a module that contains it (the blocks, ",
+                   "then the root)");
+    }
     TESSEL_FAIL(ErrorCode::kInvalidArgument, where, " is shared with '", other->fqn(), "' of another fully_shard ",
                 "group (", other_type, ", not nested in this one): each group would shard its own copy and step it ",
                 "with its own module's gradient only, untying them. Wrap a module that contains both with one ",

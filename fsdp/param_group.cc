@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_join.h"
+#include "comm/collective.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/memory/allocator.h"
@@ -39,6 +40,8 @@ ParamGroup::ParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, FsdpMeshI
   SetDTypesFromParams();
   for (FsdpParam* p : raw_params_) p->ToSharded();
 }
+
+std::string ParamGroup::CollectiveName() const { return Str("fully_shard '", fqn_.empty() ? "<root>" : fqn_, "'"); }
 
 void ParamGroup::SetDTypesFromParams() {
   const DType param_dtype = raw_params_[0]->param_dtype(), reduce_dtype = raw_params_[0]->reduce_dtype();
@@ -86,6 +89,7 @@ void ParamGroup::Unshard(bool /*async_op*/) {
   if (unsharded_ || pending_unshard_) return;
   if (post_forward_piece_.defined()) {
     ctx_->Log("unshard_post_forward", fqn_);
+    comm::CollectiveLabel label(CollectiveName());
     pending_unshard_ = IssueAllGatherOfPiece(post_forward_piece_, post_forward_group_, streams());
     post_forward_piece_ = Tensor();  // copied into the all-gather buffer
     return;
@@ -102,6 +106,7 @@ void ParamGroup::Unshard(bool /*async_op*/) {
                     absl::StrJoin(on_meta, ", "), "]\nFor example, call module.to_empty(device) to materialize to ",
                     "device and call module.reset_parameters() on each module to initialize values.");
   ctx_->Log("unshard", fqn_);
+  comm::CollectiveLabel label(CollectiveName());
   pending_unshard_ = IssueAllGather(raw_params_, layout_, param_dtype_, mesh_info_.shard_group(), streams());
 }
 
@@ -268,6 +273,7 @@ void ParamGroup::PostBackward() {
       targets.offsets.push_back(layout_.offsets[i]);
     }
   }
+  comm::CollectiveLabel label(CollectiveName());
   pending_reduce_ = IssueReduceScatter(std::move(input), std::move(targets), MakeReduceSpec(), streams());
   ctx_->pending_reduce = this;
 }
@@ -317,6 +323,7 @@ void ParamGroup::WriteGradFlags(const Tensor& input, const std::vector<bool>& ha
 
 void ParamGroup::FinishReduce() {
   if (!pending_reduce_) return;
+  comm::CollectiveLabel label(CollectiveName());  // (HSDP's all-reduce; this may run in another group's hook)
   if (EventPtr e = FinishReduceScatter(*pending_reduce_, MakeReduceSpec(), streams(), &deferred_flags_)) {
     post_reduce_event_ = e;
   }

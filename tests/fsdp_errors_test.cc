@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "comm/tracer.h"
+#include "core/autograd/engine.h"
 #include "core/nn/layers.h"
+#include "core/ops/reduction.h"
 #include "core/tensor/factory.h"
 #include "core/tensor/random.h"
 #include "tests/fsdp_testing.h"
@@ -91,6 +93,49 @@ TEST(FullyShardErrorsTest, TensorSharedBetweenSiblingGroupsIsRejected) {
     Shared b(a.Param("weight"));
     FullyShard(b, mesh);
   }, ErrorCode::kInvalidArgument, {"parameter 'w' is shared with 'weight'"});
+}
+
+// The root wrapped before one of its blocks: the block's parameters already belong to the root's group. It read as
+// a tied weight ("shared with ... of another fully_shard group"); the message says which order to use.
+TEST(FullyShardErrorsTest, ChildAfterItsParentNamesTheOrder) {
+  ExpectError([](comm::ProcessGroupPtr, const dtensor::DeviceMesh& mesh) {
+    Generator gen(7);
+    nn::GPT gpt(TinyGpt(), gen);
+    FullyShard(gpt, mesh);
+    FullyShard(*gpt.Submodule("layers.1"), mesh);
+  }, ErrorCode::kInvalidArgument, {"fully_shard(TransformerBlock): parameter 'ln1.weight' is already managed by "
+                                   "fully_shard(GPT), applied earlier to a module that contains this one (there as "
+                                   "'layers.1.ln1.weight'): apply fully_shard bottom-up"});
+}
+
+// Three equally sized blocks; `skip` is the block this rank's forward leaves out (data-dependent control flow).
+class Skipping final : public nn::Module {
+ public:
+  Skipping(Generator& gen, int skip) : Module("Skipping"), skip_(skip) {
+    for (int i = 0; i < 3; ++i) RegisterModule(Str("l", i), std::make_unique<nn::Linear>(4, 4, false, gen));
+  }
+  TensorList Forward(const TensorList& in) override {
+    Tensor x = in.at(0);
+    for (int i = 0; i < 3; ++i) x = i == skip_ ? x : (*Submodule(Str("l", i)))(x);
+    return {x};
+  }
+
+ private:
+  int skip_;
+};
+
+// Rank 1 skips l1: its next all-gather is l2's while rank 0 gathers l1's, the same size and shape, so the two used
+// to exchange each other's shards silently (wrong weights on both ranks) until a later call disagreed in kind.
+// Each fully_shard group labels its collectives: the first diverging call fails on both ranks naming both groups.
+TEST(FullyShardErrorsTest, RanksTakingDifferentPathsFailAtTheFirstDivergingGroup) {
+  ExpectError([](comm::ProcessGroupPtr world, const dtensor::DeviceMesh& mesh) {
+    Generator gen(3);
+    Skipping m(gen, world->rank() == 1 ? 1 : -1);
+    for (int i = 0; i < 3; ++i) FullyShard(*m.Submodule(Str("l", i)), mesh);
+    FullyShard(m, mesh);
+    Backward(Sum(m(Ones({2, 4}))));
+  }, ErrorCode::kAborted, {"collective mismatch on group 'dp'", ") for fully_shard 'l2' while rank 0 called all_gather",
+                          ") for fully_shard 'l1'"});
 }
 
 TEST(FullyShardErrorsTest, TwoRootsAreRejectedNamingTheEarlierRoot) {

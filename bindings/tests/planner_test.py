@@ -184,3 +184,7 @@ def test_python_state_apis_refuse_modules_created_in_cpp():
     model = tessel.nn.GPT(tessel.GPTConfig(**CFG), 7)
     with pytest.raises(TypeError, match="a module created in C\\+\\+ carries no Python state"):
         checkpoint(model.layers[0])
+    with pytest.raises(AttributeError, match="cannot set attribute 'tag' on TransformerBlock: a module created in C"):
+        model.layers[0].tag = 1  # (it raised AttributeError('__dict__'))
+    model.layers[0].ln1 = tessel.nn.LayerNorm(CFG["d_model"])  # children and parameters can be assigned
+    assert isinstance(model.layers[0].ln1, tessel.nn.LayerNorm)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -95,8 +96,11 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
 //               shape(kMaxDescDims)] ----
 constexpr int kFixedFields = 8;
 
+// After the shape: the label's bytes, NUL-padded (CollectiveLabel keeps at most kMaxLabelBytes).
+constexpr size_t kLabelWords = kMaxLabelBytes / sizeof(int64_t);
+
 inline std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int world) {
-  std::vector<int64_t> h(kFixedFields + 2 * world + 1 + kMaxDescDims, 0);
+  std::vector<int64_t> h(kFixedFields + 2 * world + 1 + kMaxDescDims + kLabelWords, 0);
   h[0] = d.seq, h[1] = static_cast<int64_t>(d.kind), h[2] = static_cast<int64_t>(d.dtype), h[3] = d.bytes;
   h[4] = d.root, h[5] = d.op ? static_cast<int64_t>(*d.op) : -1, h[6] = d.row_bytes, h[7] = rank;
   for (size_t j = 0; j < d.input_splits.size(); ++j) h[kFixedFields + j] = d.input_splits[j];
@@ -104,6 +108,7 @@ inline std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int 
   const size_t at = kFixedFields + 2 * world;
   h[at] = static_cast<int64_t>(d.shape.size());  // (DescShape keeps at most kMaxDescDims)
   for (size_t j = 0; j < d.shape.size(); ++j) h[at + 1 + j] = d.shape[j];
+  std::memcpy(h.data() + at + 1 + kMaxDescDims, d.label.data(), std::min(d.label.size(), kMaxLabelBytes));
   return h;
 }
 
@@ -119,6 +124,8 @@ inline CollectiveDesc DecodeHeader(const std::vector<int64_t>& h, int world) {
   }
   const size_t at = kFixedFields + 2 * world;
   d.shape.assign(h.begin() + at + 1, h.begin() + at + 1 + h[at]);
+  const char* label = reinterpret_cast<const char*>(h.data() + at + 1 + kMaxDescDims);
+  d.label.assign(label, strnlen(label, kMaxLabelBytes));
   return d;
 }
 

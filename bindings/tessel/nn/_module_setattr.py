@@ -96,7 +96,8 @@ def _setattr(self, name, value):
                             % (type(value).__name__, name))
         if _child_module(self, name) is not None:  # torch: the child is dropped, the name is None
             _drop_child(self, name)
-        self.__dict__.setdefault("_modules", {})[name] = None
+        if _has_dict(self):
+            self.__dict__.setdefault("_modules", {})[name] = None
     elif isinstance(value, Buffer) or self._has_buffer(name):  # torch 2.5's nn.Buffer, or a buffer's name
         if value is not None and not isinstance(value, Tensor):
             raise TypeError("cannot assign '%s' as buffer '%s' (torch.nn.Buffer, torch.Tensor or None expected)"
@@ -105,6 +106,10 @@ def _setattr(self, name, value):
         # torch: assigning a tensor (or None) to a buffer's name replaces the buffer, persistence kept
         self.register_buffer(name, Tensor(value) if isinstance(value, Buffer) else value, persistent=persistent)
     else:
+        if not _has_dict(self) and not hasattr(type(self), name):
+            raise AttributeError("cannot set attribute '%s' on %s: a module created in C++ (such as tessel.nn.GPT's "
+                                 "blocks) has no __dict__ for Python attributes; its parameters, buffers and children "
+                                 "can be assigned" % (name, self._type_name))
         object.__setattr__(self, name, value)
         if name == "forward":  # `lin.forward = fn` on a C++ layer runs fn from then on, as torch
             self._forward_changed()

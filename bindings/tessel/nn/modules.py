@@ -239,7 +239,7 @@ def _adopt(module, name, param):
 
 def _child_module(self, name):
     """The child module registered as `name` (Python- or C++-created), or None."""
-    child = self.__dict__.get("_modules", {}).get(name)
+    child = _dict(self).get("_modules", {}).get(name)
     if child is None:
         found = self._lookup(name)
         child = found if isinstance(found, Module) else None
