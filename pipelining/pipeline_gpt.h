@@ -1,6 +1,6 @@
 // pipelining/pipeline_gpt.h — the whole pipeline recipe for one rank (torchtitan's pipeline_llm): split
-// the GPT into stages, keep this rank's stages, wrap them in PipelineStages, generate and lower the
-// schedule, and build the executor.
+// the GPT (PipelineGPT) or any model by module names (PipelineModel) into stages, keep this rank's stages, wrap
+// them in PipelineStages, generate and lower the schedule, and build the executor.
 //
 // Composition order (DESIGN.md): call this first; apply tensor parallelism, activation checkpointing and
 // fully_shard to each of `modules` afterwards (before the first Step), then build the optimizer over
@@ -26,15 +26,17 @@
 #include "pipelining/executor.h"
 #include "pipelining/lowering.h"
 #include "pipelining/microbatch.h"
+#include "pipelining/model_split.h"
 #include "pipelining/schedules.h"
 #include "pipelining/stage.h"
 
 namespace tessel::pipelining {
 
-struct PipelineGPTOptions {
+struct PipelineOptions {
   ScheduleKind kind = ScheduleKind::k1F1B;
   int num_microbatches = 1;
-  // Stages per rank; 0 picks 1 for GPipe and 1F1B, 2 for every other schedule (V schedules need 2).
+  // Stages per rank (PipelineGPT; PipelineModel takes the number of stages from its module lists); 0 picks 1 for
+  // GPipe and 1F1B, 2 for every other schedule (V schedules need 2).
   int stages_per_rank = 0;
   LowerOptions lower;
   // The loss's denominator per microbatch (ExecutorOptions::loss_denominator). The default matches the
@@ -42,6 +44,7 @@ struct PipelineGPTOptions {
   // unmasked targets it gives the row weights.
   std::function<int64_t(const Tensor& targets)> loss_denominator = [](const Tensor& t) { return CountNotIgnored(t); };
 };
+using PipelineGPTOptions = PipelineOptions;
 
 struct RankPipeline {
   std::vector<int> stage_to_rank;  // index = stage
@@ -57,6 +60,22 @@ struct RankPipeline {
 // Builds this rank's part. Throws kInvalidArgument when the schedule does not fit (schedules.h's table,
 // e.g. ZBVZeroBubble with 3 stages per rank) or the GPT has fewer layers than stages.
 RankPipeline PipelineGPT(const nn::GPTConfig& cfg, uint64_t seed, comm::ProcessGroupPtr pg,
-                         const PipelineGPTOptions& options, LossFn loss_fn = nn::TokenCrossEntropy);
+                         const PipelineOptions& options, LossFn loss_fn = nn::TokenCrossEntropy);
+
+// The same recipe for any model (torchtitan's pipeline_module_split + build_pipeline_schedule): `make_model` builds
+// the whole model, the same on every rank (a fixed seed), and `names` lists the modules of each stage
+// (PipelineModuleSplit: the stage keeps full-model FQNs; its forward must skip the children it lost). The number of
+// stages is names.size(), a multiple of pg->size() that `options.kind` accepts (1 per rank for GPipe and 1F1B, 2 for
+// the V schedules). `loss_fn` runs on the last stage; a loss that is a mean over all target elements (MSE) or over
+// rows needs ExecutorOptions' default weights only when microbatches are even, else set options.loss_denominator.
+// Compose fully_shard per stage module afterwards, as for PipelineGPT (tools/cpp_user/compose_test.cc).
+//
+// Example:
+//   RankPipeline pp = PipelineModel([] { Generator g(5); return std::make_unique<Net>(g); },
+//                                   {{"layers.0", "layers.1"}, {"layers.2", "norm", "head"}}, mesh.axis_group("pp"),
+//                                   {.kind = ScheduleKind::k1F1B, .num_microbatches = 2}, MseLoss);
+RankPipeline PipelineModel(const std::function<std::unique_ptr<nn::Module>()>& make_model,
+                           const ModuleNamesPerStage& names, comm::ProcessGroupPtr pg, const PipelineOptions& options,
+                           LossFn loss_fn);
 
 }  // namespace tessel::pipelining

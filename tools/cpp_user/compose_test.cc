@@ -1,8 +1,9 @@
-// tools/cpp_user/compose_test.cc — what a C++ user outside tessel writes: their own model (pre-LN residual MLP
-// blocks whose widths divide by no mesh size), Megatron tensor parallelism with sequence parallelism on "tp", then
-// fully_shard over "dp" (blocks, then the root), on a 2 x 2 mesh of rank threads; built against //:tessel alone.
-// Losses and every full parameter after three SGD-with-momentum steps equal one-rank training on the global batch
-// (to 1e-5 relative: only the order of float32 sums differs).
+// tools/cpp_user/compose_test.cc — what a C++ user outside tessel writes, built against //:tessel alone: their own
+// model (pre-LN residual MLP blocks whose widths divide by no mesh size) on a 2 x 2 mesh of rank threads, (1) under
+// Megatron tensor parallelism with sequence parallelism on "tp", then fully_shard over "dp" (blocks, then the root);
+// (2) split into two pipeline stages (PipelineModel, 1F1B, 2 microbatches) on "pp", each stage under fully_shard
+// over "dp". Losses and every full parameter after three SGD-with-momentum steps equal one-rank training on the
+// global batch (to 1e-5 relative: only the order of float32 sums differs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/fully_shard.h"
+#include "pipelining/pipeline_gpt.h"
 #include "tp/parallelize_module.h"
 
 namespace {
@@ -58,10 +60,15 @@ class Net : public nn::Module {
     RegisterModule("norm", std::make_shared<nn::LayerNorm>(kC));
     RegisterModule("head", std::make_shared<nn::Linear>(kC, kOut, true, gen, 0.2));
   }
+  // A pipeline stage (PipelineModuleSplit) keeps only its own children: run those there are.
   TensorList Forward(const TensorList& in) override {
     Tensor x = in.at(0);
-    for (size_t i = 0; i < layers_->size(); ++i) x = (*layers_->at(i))(x);
-    return {(*Submodule("head"))((*Submodule("norm"))(x))};
+    if (HasChild("layers")) {
+      for (auto& [name, block] : Submodule("layers")->NamedChildren()) x = (*block)(x);
+    }
+    if (HasChild("norm")) x = (*Submodule("norm"))(x);
+    if (HasChild("head")) x = (*Submodule("head"))(x);
+    return {x};
   }
   nn::ModuleList* layers_;
 };
@@ -157,8 +164,45 @@ Trained TpSpFsdp() {
   return rank0;
 }
 
-TEST(CppUser, TensorParallelSequenceParallelAndFullyShardOnATwoByTwoMeshEqualOneRank) {
-  const Trained want = OneRank(), got = TpSpFsdp();
+Trained PipelineFsdp() {
+  const pipelining::ModuleNamesPerStage stages = {{"layers.0", "layers.1"}, {"layers.2", "norm", "head"}};
+  Trained out;
+  std::mutex mu;
+  comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
+    dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"pp", "dp"});
+    pipelining::RankPipeline pp = pipelining::PipelineModel(
+        [] {
+          Generator gen(5);
+          return std::make_unique<Net>(gen);
+        },
+        stages, mesh.axis_group("pp"), {.kind = pipelining::ScheduleKind::k1F1B, .num_microbatches = 2}, Mse);
+    for (auto& stage : pp.modules) {
+      for (auto& [name, block] : stage->Submodule("layers")->NamedChildren()) fsdp::FullyShard(*block, mesh["dp"]);
+      fsdp::FullyShard(*stage, mesh["dp"]);
+    }
+    auto opt = Sgd(pp.NamedParameters());
+    const int64_t dp = mesh.local_rank("dp");
+    Trained mine;
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = Batch(s);
+      pipelining::StepStats st = pp.executor->Step(Contiguous(Narrow(x, 0, dp * kBatch / 2, kBatch / 2)),
+                                                   Contiguous(Narrow(y, 0, dp * kBatch / 2, kBatch / 2)));
+      opt->Step();
+      opt->ZeroGrad();
+      Tensor global = Full(std::vector<int64_t>{1}, st.loss.value_or(0.0), DType::kFloat64);
+      world->AllReduce(global, comm::ReduceOp::kSum)->Wait();  // the last stage's two dp ranks hold the losses
+      mine.losses.push_back(global.item<double>() / 2);
+    }
+    std::map<std::string, std::vector<double>> params;
+    for (auto& stage : pp.modules) params.merge(FullParams(*stage));
+    std::lock_guard<std::mutex> lock(mu);
+    out.params.merge(params);  // each stage's parameters from its ranks (equal across dp)
+    if (world->rank() == 0) out.losses = mine.losses;
+  });
+  return out;
+}
+
+void ExpectEqualTraining(const Trained& got, const Trained& want) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t i = 0; i < want.losses.size(); ++i) EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * want.losses[i]);
   ASSERT_EQ(got.params.size(), want.params.size());
@@ -174,11 +218,18 @@ TEST(CppUser, TensorParallelSequenceParallelAndFullyShardOnATwoByTwoMeshEqualOne
     }
     EXPECT_LE(err, 1e-5 * scale);
   }
+}
+
+TEST(CppUser, TensorParallelSequenceParallelAndFullyShardOnATwoByTwoMeshEqualOneRank) {
+  const Trained want = OneRank();
+  ExpectEqualTraining(TpSpFsdp(), want);
   const std::vector<double>& before = want.initial.at("layers.0.up.weight");
   const std::vector<double>& after = want.params.at("layers.0.up.weight");
   double moved = 0;
   for (size_t i = 0; i < after.size(); ++i) moved = std::max(moved, std::abs(after[i] - before[i]));
   EXPECT_GT(moved, 1e-3);  // the steps changed the weights being compared
 }
+
+TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRank) { ExpectEqualTraining(PipelineFsdp(), OneRank()); }
 
 }  // namespace
