@@ -67,5 +67,32 @@ TEST(TpErrorsTest, SequenceParallelOnASequenceThatDoesNotDivideIsRejectedWithThe
       FastRanks());
 }
 
+class UpProjection final : public nn::Module {  // a user's module: x [B, T, C] -> up(x)
+ public:
+  explicit UpProjection(Generator& gen) : Module("UpProjection") {
+    RegisterModule("up", std::make_unique<nn::Linear>(4, 6, false, gen));
+  }
+  TensorList Forward(const TensorList& in) override { return {(*Submodule("up"))(in.at(0))}; }
+};
+
+// Sequence shards of different lengths on the two ranks (sequence parallelism over a sequence of 5 on tp 2, in a
+// model without the GPT's up-front check): the column-parallel layer's all-gather of its input fails on both ranks,
+// naming the module (tensor parallelism labels the collectives of its hooks) and both shapes.
+TEST(TpErrorsTest, UnevenSequenceShardsFailNamingTheModuleWhoseInputIsGathered) {
+  comm::RunRanks(
+      2,
+      [](comm::ProcessGroupPtr world) {
+        const dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"tp"});
+        Generator gen(7);
+        UpProjection m(gen);
+        tp::ParallelizeModule(m, mesh, {{"up", tp::ColwiseParallel{.input_layouts = dtensor::Shard{1}}}});
+        const Tensor x = Ones({2, world->rank() == 0 ? 3 : 2, 4});
+        ExpectErrorContains([&] { m(x); }, ErrorCode::kAborted,
+                            {"collective mismatch on group 'tp'", "of shape [2, 2, 4]) for tp 'up' while rank 0",
+                             "of shape [2, 3, 4]) for tp 'up'"});
+      },
+      FastRanks());
+}
+
 }  // namespace
 }  // namespace tessel::fsdp::testing

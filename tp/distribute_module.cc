@@ -74,12 +74,16 @@ nn::Module& DistributeModule(nn::Module& module, const DeviceMesh& mesh, const P
       if (!p.is_distributed()) DistributeParameter(*m, pname, mesh, dtensor::Replicate{}, options);
     }
   }
+  const std::string label = options.collective_label;
   if (input_fn) {
-    module.RegisterForwardPreHook([input_fn, mesh](nn::Module& m, TensorList& inputs) { input_fn(m, inputs, mesh); });
+    module.RegisterForwardPreHook([input_fn, mesh, label](nn::Module& m, TensorList& inputs) {
+      internal::LabelledCall(label, [&] { input_fn(m, inputs, mesh); });
+    });
   }
   if (output_fn) {
-    module.RegisterForwardHook(
-        [output_fn, mesh](nn::Module& m, const TensorList&, TensorList& outputs) { output_fn(m, outputs, mesh); });
+    module.RegisterForwardHook([output_fn, mesh, label](nn::Module& m, const TensorList&, TensorList& outputs) {
+      internal::LabelledCall(label, [&] { output_fn(m, outputs, mesh); });
+    });
   }
   module.SetComposableState(kStateKey, std::make_unique<DistributedState>());
   return module;

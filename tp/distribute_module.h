@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/collective.h"
 #include "core/nn/module.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/placement.h"
@@ -45,6 +46,9 @@ struct DistributeModuleOptions {
   // src_data_rank: a rank within `mesh`, which is 1-D, not a global rank); by default each rank cuts its Shard pieces from its own
   // values and Replicate parameters are broadcast from the mesh's first rank.
   std::optional<int> src_data_rank;
+  // Labels the collectives the input and output functions issue (comm::CollectiveLabel; parallelize_module sets
+  // "tp '<fqn>'"): a mismatch names the module, and ranks running different modules fail there. Empty: none.
+  std::string collective_label;
 };
 
 // Any of the three functions may be empty. Returns `module`.
@@ -60,5 +64,20 @@ void DistributeParameter(nn::Module& module, const std::string& name, const Devi
 
 // True when `module` carries fully_shard's state (tp/ must not include fsdp/: the key is the contract).
 bool IsFullyShardedModule(const nn::Module& module);
+
+namespace internal {
+
+// Runs `fn` with `label` as this thread's collective label (comm::CollectiveLabel); with none when it is empty.
+template <typename Fn>
+void LabelledCall(const std::string& label, Fn&& fn) {
+  if (label.empty()) {
+    fn();
+    return;
+  }
+  comm::CollectiveLabel scope(label);
+  fn();
+}
+
+}  // namespace internal
 
 }  // namespace tessel::tp

@@ -53,7 +53,9 @@ std::string WhereMatchingStopped(nn::Module& root, const std::vector<std::string
 
 void ApplyStyle(const ParallelStyle& style, nn::Module& module, const std::string& fqn, const dtensor::DeviceMesh& mesh,
                 const DistributeModuleOptions& options) {
-  std::visit([&](const auto& s) { internal::Apply(s, module, fqn, mesh, options); }, style);
+  DistributeModuleOptions labelled = options;
+  labelled.collective_label = Str("tp '", fqn.empty() ? "<root>" : fqn, "'");
+  std::visit([&](const auto& s) { internal::Apply(s, module, fqn, mesh, labelled); }, style);
 }
 
 }  // namespace

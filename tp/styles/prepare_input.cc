@@ -22,7 +22,7 @@ void CheckLayouts(const Layouts& layouts, const Layouts& desired, const std::str
 }  // namespace
 
 void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
-                       const DeviceMesh& mesh, const std::string& who) {
+                       const DeviceMesh& mesh, const std::string& who, const std::string& label) {
   CheckPrepareInputLayouts(layouts, desired, who);
   // No layouts at all: torch's input_layouts=None, the positional inputs pass untouched (a style that only
   // moves keyword arguments, which the Python face's with_kwargs hook does).
@@ -31,23 +31,27 @@ void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts
     TESSEL_CHECK(inputs.size() == layouts.size(), who, ": the module got ", inputs.size(),
                  " tensor positional inputs but input_layouts has ", layouts.size(),
                  " entries (tuples, lists and other non-tensor arguments are not seen by module hooks)");
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      inputs[i] = PrepareModuleInputValue(inputs[i], layouts[i], desired[i], use_local, mesh, Str(who, " input ", i));
-    }
+    LabelledCall(label, [&] {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        inputs[i] = PrepareModuleInputValue(inputs[i], layouts[i], desired[i], use_local, mesh, Str(who, " input ", i));
+      }
+    });
   });
 }
 
 void RegisterOutputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
-                        const DeviceMesh& mesh, const std::string& who) {
+                        const DeviceMesh& mesh, const std::string& who, const std::string& label) {
   CheckLayouts(layouts, desired, who, "output");
   module.RegisterForwardHook([=](nn::Module&, const TensorList&, TensorList& outputs) {
     TESSEL_CHECK(outputs.size() == layouts.size(), who, ": the module returned ", outputs.size(),
                  " outputs but output_layouts has ", layouts.size(), " entries");
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!layouts[i].has_value()) continue;
-      const Placement target = desired[i].value_or(*layouts[i]);
-      outputs[i] = PrepareOutput(outputs[i], *layouts[i], target, use_local, mesh, Str(who, " output ", i));
-    }
+    LabelledCall(label, [&] {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (!layouts[i].has_value()) continue;
+        const Placement target = desired[i].value_or(*layouts[i]);
+        outputs[i] = PrepareOutput(outputs[i], *layouts[i], target, use_local, mesh, Str(who, " output ", i));
+      }
+    });
   });
 }
 
@@ -72,9 +76,9 @@ void CheckPrepareInputLayouts(const Layouts& layouts, const Layouts& desired, co
 namespace tessel::tp::internal {
 
 void Apply(const PrepareModuleInput& style, nn::Module& module, const std::string& fqn, const DeviceMesh& mesh,
-           const DistributeModuleOptions&) {
+           const DistributeModuleOptions& options) {
   RegisterInputHook(module, style.input_layouts, style.desired_input_layouts, style.use_local_output, mesh,
-                    Who("PrepareModuleInput", fqn, module));
+                    Who("PrepareModuleInput", fqn, module), options.collective_label);
 }
 
 }  // namespace tessel::tp::internal

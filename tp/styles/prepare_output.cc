@@ -6,16 +6,18 @@
 namespace tessel::tp::internal {
 
 void Apply(const PrepareModuleOutput& style, nn::Module& module, const std::string& fqn, const DeviceMesh& mesh,
-           const DistributeModuleOptions&) {
+           const DistributeModuleOptions& options) {
   RegisterOutputHook(module, style.output_layouts, style.desired_output_layouts, style.use_local_output, mesh,
-                     Who("PrepareModuleOutput", fqn, module));
+                     Who("PrepareModuleOutput", fqn, module), options.collective_label);
 }
 
 void Apply(const PrepareModuleInputOutput& style, nn::Module& module, const std::string& fqn, const DeviceMesh& mesh,
-           const DistributeModuleOptions&) {
+           const DistributeModuleOptions& options) {
   const std::string who = Who("PrepareModuleInputOutput", fqn, module);
-  RegisterInputHook(module, style.input_layouts, style.desired_input_layouts, style.use_local_input, mesh, who);
-  RegisterOutputHook(module, style.output_layouts, style.desired_output_layouts, style.use_local_output, mesh, who);
+  const std::string& label = options.collective_label;
+  RegisterInputHook(module, style.input_layouts, style.desired_input_layouts, style.use_local_input, mesh, who, label);
+  RegisterOutputHook(module, style.output_layouts, style.desired_output_layouts, style.use_local_output, mesh, who,
+                     label);
 }
 
 }  // namespace tessel::tp::internal

@@ -35,12 +35,13 @@ dtensor::DTensor PrepareInput(const Tensor& x, const Placement& layout, const st
 Tensor PrepareOutput(const Tensor& y, const std::optional<Placement>& layout, const Placement& desired, bool use_local,
                      const DeviceMesh& mesh, const std::string& who);
 
-// Forward pre-hook / forward hook of PrepareModuleInput / PrepareModuleOutput on `module`.
+// Forward pre-hook / forward hook of PrepareModuleInput / PrepareModuleOutput on `module`; their collectives carry
+// `label` (DistributeModuleOptions::collective_label).
 // REQUIRES: layouts.size() == desired.size(); desired[i] only where layouts[i] (kInvalidArgument).
 void RegisterInputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
-                       const DeviceMesh& mesh, const std::string& who);
+                       const DeviceMesh& mesh, const std::string& who, const std::string& label);
 void RegisterOutputHook(nn::Module& module, const Layouts& layouts, const Layouts& desired, bool use_local,
-                        const DeviceMesh& mesh, const std::string& who);
+                        const DeviceMesh& mesh, const std::string& who, const std::string& label);
 
 // "ColwiseParallel on 'layers.0.attn.wq' (Linear)"
 std::string Who(const std::string& style, const std::string& fqn, const nn::Module& module);
