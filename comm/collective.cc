@@ -1,6 +1,10 @@
 // comm/collective.cc — descriptors, validation and the mismatch verdict shared by all backends.
 #include "comm/collective.h"
 
+// Header-only XXH3 (the labels' hashes: a few dozen bytes per collective).
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "core/base/error.h"
 #include "core/tensor/tensor_impl.h"
 
@@ -10,7 +14,7 @@ namespace {
 bool SameCall(const CollectiveDesc& a, const CollectiveDesc& b) {
   const bool both_all_to_all = a.kind == CollectiveKind::kAllToAll && b.kind == CollectiveKind::kAllToAll;
   return a.kind == b.kind && a.seq == b.seq && a.dtype == b.dtype && a.root == b.root && a.op == b.op &&
-         a.label == b.label &&
+         a.label_hash == b.label_hash &&
          (both_all_to_all ? a.row_bytes == b.row_bytes : a.bytes == b.bytes && a.shape == b.shape);
 }
 
@@ -25,8 +29,13 @@ std::vector<int64_t> DescShape(const Tensor& t) {
 }
 
 // A descriptor's dtype, byte count and shape: those of the tensor each rank sends.
-void SetPayload(CollectiveDesc& d, const Tensor& t) {
+void SetLabel(CollectiveDesc& d) {
   d.label = CollectiveLabel::Current();
+  d.label_hash = CollectiveLabel::CurrentHash();
+}
+
+void SetPayload(CollectiveDesc& d, const Tensor& t) {
+  SetLabel(d);
   d.dtype = t.dtype();
   d.bytes = t.numel() * ElementSize(t.dtype());
   d.shape = DescShape(t);
@@ -74,15 +83,32 @@ void CheckStacked(const char* op, const char* big_name, const Tensor& big, const
 }  // namespace
 
 thread_local std::string t_collective_label;
+thread_local uint64_t t_collective_label_hash = 0;
 
-CollectiveLabel::CollectiveLabel(std::string label) : previous_(std::move(t_collective_label)) {
-  if (label.size() > kMaxLabelBytes) label.resize(kMaxLabelBytes);
+CollectiveLabel::CollectiveLabel(std::string label)
+    : previous_(std::move(t_collective_label)), previous_hash_(t_collective_label_hash) {
+  for (char& c : label) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  t_collective_label_hash = label.empty() ? 0 : XXH3_64bits(label.data(), label.size());
   t_collective_label = std::move(label);
 }
 
-CollectiveLabel::~CollectiveLabel() { t_collective_label = std::move(previous_); }
+CollectiveLabel::~CollectiveLabel() {
+  t_collective_label = std::move(previous_);
+  t_collective_label_hash = previous_hash_;
+}
 
 const std::string& CollectiveLabel::Current() { return t_collective_label; }
+uint64_t CollectiveLabel::CurrentHash() { return t_collective_label_hash; }
+
+std::string LabelTail(const std::string& label, size_t max_bytes) {
+  if (label.size() <= max_bytes) return label;
+  constexpr size_t kDots = 3;
+  size_t start = label.size() - (max_bytes > kDots ? max_bytes - kDots : 0);
+  while (start < label.size() && (static_cast<unsigned char>(label[start]) & 0xC0) == 0x80) ++start;  // continuation
+  return "..." + label.substr(start);
+}
 
 std::string DescribeCall(const CollectiveDesc& d, bool with_details, bool with_shape) {
   if (d.kind == CollectiveKind::kBarrier) return Str("barrier #", d.seq);  // (no data: bytes and dtype say nothing)
@@ -214,7 +240,7 @@ CollectiveDesc DescribeAllToAll(const Tensor& output, const Tensor& input, std::
   resolve(output_splits, output, "output");
   CollectiveDesc d;
   d.kind = CollectiveKind::kAllToAll;
-  d.label = CollectiveLabel::Current();
+  SetLabel(d);
   d.dtype = input.dtype();
   d.bytes = input.numel() * ElementSize(input.dtype());
   d.row_bytes = NumElements(std::span<const int64_t>(input.sizes()).subspan(1)) * ElementSize(input.dtype());

@@ -42,21 +42,25 @@ struct CollectiveDesc {
   // except for all_to_all: equal byte counts of different shapes ([2, 3] against [3, 2]) are a mismatch too.
   std::vector<int64_t> shape;
   // What the call is for, from the issuing thread's CollectiveLabel ("fully_shard 'layers.2'"; empty when no layer
-  // said), at most kMaxLabelBytes. Compared across ranks like the rest: two ranks all-gathering the parameters of
-  // two equally sized fully_shard groups would otherwise swap them silently (ranks whose forward took different
-  // paths); and shown in every message that names the call.
+  // said), and its XXH3-64 hash (0 for none). The hash is compared across ranks like the rest: two ranks
+  // all-gathering the parameters of two equally sized fully_shard groups would otherwise swap them silently (ranks
+  // whose forwards took different paths). The text is shown in every message that names the call; a peer's
+  // arrives over gloo cut to its last kMaxLabelWireBytes (whole UTF-8 characters).
   std::string label;
+  uint64_t label_hash = 0;
 };
 
 inline constexpr int kMaxDescDims = 8;
-inline constexpr size_t kMaxLabelBytes = 64;
+inline constexpr size_t kMaxLabelWireBytes = 56;
 
 // Names what the collectives this thread issues while it lives are for (the layers above comm: fully_shard names
-// its group), restoring the previous label when it ends; nests. Cheap: a thread-local string.
+// its group, tensor parallelism its module), restoring the previous label when it ends; nests. Control characters
+// become spaces (messages and the gloo wait monitor's snapshots are line- and tab-separated). Cheap: a
+// thread-local string and its hash, made once per scope.
 //
 // Example:
 //   CollectiveLabel label(Str("fully_shard '", fqn, "'"));
-//   group->AllGather(out, in);   // a mismatch names it "all_gather #5 (64 B) for fully_shard 'layers.2'"
+//   group->AllGather(out, in);   // a mismatch names it "all_gather #5 (64 B, float32) for fully_shard 'layers.2'"
 class CollectiveLabel {
  public:
   explicit CollectiveLabel(std::string label);
@@ -64,10 +68,15 @@ class CollectiveLabel {
   CollectiveLabel(const CollectiveLabel&) = delete;
   CollectiveLabel& operator=(const CollectiveLabel&) = delete;
   static const std::string& Current();  // this thread's, "" outside any
+  static uint64_t CurrentHash();        // its hash, 0 outside any
 
  private:
   std::string previous_;
+  uint64_t previous_hash_;
 };
+
+// The last `max_bytes` of `label`, starting on a whole UTF-8 character, "..." in front when cut.
+std::string LabelTail(const std::string& label, size_t max_bytes);
 
 // "all_gather #12 (4096 B)"; with_details adds dtype, op and root ("all_reduce #3 (16 B, float32, sum)"); a labelled
 // call ends " for <label>".

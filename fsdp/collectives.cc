@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "comm/collective.h"
 #include "core/autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -139,6 +140,7 @@ ReduceScatterResult IssueReduceScatter(Tensor flat_input, ReduceTargets targets,
       r.output = Empty({block_numel}, flat_input.dtype(), flat_input.device());
     }
     r.input = std::move(flat_input);
+    comm::CollectiveLabel label(spec.label);
     return r.work = spec.shard_group->ReduceScatter(r.output, r.input, op);
   };
   if (streams == nullptr) {
@@ -171,7 +173,10 @@ void PostReduce(ReduceScatterResult& result, const ReduceSpec& spec, bool on_str
     }
   }
   if (spec.replicate_group && spec.replicate_group->size() > 1) {
-    comm::WorkPtr work = spec.replicate_group->AllReduce(result.output, WireOp(spec));
+    comm::WorkPtr work = [&] {
+      comm::CollectiveLabel label(spec.label);
+      return spec.replicate_group->AllReduce(result.output, WireOp(spec));
+    }();
     if (on_stream) {
       work->BlockStream(memory::CurrentStream(result.output.device()));
     } else {

@@ -117,6 +117,9 @@ struct ReduceSpec {
   bool force_sum = false;
   // ParamGroup::all_reduce_hook (null: none); called with the gradient rows of the reduced block.
   const std::function<void(const Tensor&)>* hook = nullptr;
+  // The label of the reduce-scatter and the HSDP all-reduce (ParamGroup::CollectiveName), set around those two
+  // calls only: the hooks run after them, and a collective a hook issues is the user's, unlabelled.
+  std::string label;
 };
 
 // Issues one async reduce-scatter of `flat_input` (already in the layout with its flags, reduce dtype;

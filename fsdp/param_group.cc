@@ -215,7 +215,7 @@ ReduceSpec ParamGroup::MakeReduceSpec() {
   ReduceSpec spec{.dtype = reduce_dtype_, .divide_factor = gradient_divide_factor,
                   .shard_group = reduce_scatter_group ? reduce_scatter_group : mesh_info_.shard_group(),
                   .replicate_group = nullptr,
-                  .force_sum = force_sum_reduction, .hook = &all_reduce_hook};
+                  .force_sum = force_sum_reduction, .hook = &all_reduce_hook, .label = CollectiveName()};
   if (mesh_info_.is_hsdp()) {
     spec.replicate_group = mesh_info_.replicate_group();
     spec.all_reduce = requires_all_reduce;
@@ -273,7 +273,6 @@ void ParamGroup::PostBackward() {
       targets.offsets.push_back(layout_.offsets[i]);
     }
   }
-  comm::CollectiveLabel label(CollectiveName());
   pending_reduce_ = IssueReduceScatter(std::move(input), std::move(targets), MakeReduceSpec(), streams());
   ctx_->pending_reduce = this;
 }
@@ -323,7 +322,6 @@ void ParamGroup::WriteGradFlags(const Tensor& input, const std::vector<bool>& ha
 
 void ParamGroup::FinishReduce() {
   if (!pending_reduce_) return;
-  comm::CollectiveLabel label(CollectiveName());  // (HSDP's all-reduce; this may run in another group's hook)
   if (EventPtr e = FinishReduceScatter(*pending_reduce_, MakeReduceSpec(), streams(), &deferred_flags_)) {
     post_reduce_event_ = e;
   }

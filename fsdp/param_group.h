@@ -78,9 +78,10 @@ class ParamGroup {
   ParamGroup& operator=(const ParamGroup&) = delete;
 
   const std::string& fqn() const { return fqn_; }
-  // The label of this group's collectives (comm::CollectiveLabel), the same on every rank: "fully_shard
-  // 'layers.2'" ('<root>' for the root's own group). A rank whose forward skipped a group then fails at its next
-  // collective naming both groups, even when their sizes agree.
+  // The label of this group's all-gathers, reduce-scatters and HSDP all-reduces (comm::CollectiveLabel), the same
+  // on every rank: "fully_shard 'layers.2'" ('<root>' for the root's own group; the module's type name before the
+  // root's lazy init names the groups). A rank whose forward skipped a group then fails at its next collective
+  // naming both groups, even when their sizes agree (threads and gloo check; NCCL compares nothing).
   std::string CollectiveName() const;
   void set_fqn(std::string fqn) { fqn_ = std::move(fqn); }
   void set_context(CommContext* ctx) { ctx_ = ctx; }

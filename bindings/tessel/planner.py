@@ -142,9 +142,13 @@ def rank_layouts(model, world, budget, base=None, micro_batch=1, hardware=None):
     Candidate(layout, peak, step) (peak: the fullest rank's plan; step: the slowest rank's estimate): pp and tp
     over the divisors of world, the rest dp_replicate x dp_shard, ZeRO 0-3, sequence parallelism with tp,
     checkpointing none / selective / full; `base` gives the schedule, dtypes, batch and sequence (default:
-    Layout(global_batch=world * micro_batch))."""
+    Layout(global_batch=world * micro_batch, seq_len=the model's max_seq_len), as //planner:plan). An empty list
+    means nothing fits the budget: a base whose sequence the model cannot take is a ValueError instead."""
     if base is None:
-        base = Layout(global_batch=world * micro_batch)
+        base = Layout(global_batch=world * micro_batch, seq_len=model.max_seq_len)
+    elif model.learned_positions and base.seq_len > model.max_seq_len:
+        raise ValueError(f"rank_layouts: base seq_len {base.seq_len} exceeds {model.name}'s {model.max_seq_len} "
+                         "learned positions: no layout of it can run")
     found = _p.rank_layouts(model, world, base, micro_batch, Hardware() if hardware is None else hardware,
                             parse_bytes(budget))
     return [Candidate(*c) for c in found]

@@ -66,6 +66,12 @@ def test_layout_search_lists_only_layouts_that_fit_fastest_first():
     assert [str(c.layout) for c in planner.rank_layouts(llama, world=1, budget="80GiB")] == [
         "pp1 dp_replicate1 dp_shard1 zero0 tp1 ac=full"]
     assert planner.rank_layouts(llama, world=1, budget="64GiB") == []
+    # the default base takes the model's own sequence length (gpt2-small's 1024 learned positions), as the CLI
+    gpt2 = planner.preset("gpt2-small")
+    assert all(c.layout.seq_len == 1024 for c in planner.rank_layouts(gpt2, world=4, budget="80GiB"))
+    assert len(planner.rank_layouts(gpt2, world=4, budget="80GiB")) > 10
+    with pytest.raises(ValueError, match="base seq_len 4096 exceeds gpt2-small's 1024 learned positions"):
+        planner.rank_layouts(gpt2, world=4, budget="80GiB", base=planner.Layout(global_batch=4))
 
 
 def test_bad_layouts_and_budgets_are_named():
@@ -162,7 +168,8 @@ def test_fully_shard_of_gpt_blocks_matches_one_rank_and_the_exact_plan_per_ledge
         assert isinstance(block, FSDPModule)
         with pytest.raises(AssertionError, match="only be applied to a module once"):
             fully_shard(block, mesh=mesh)
-        block.set_requires_gradient_sync(True)  # FSDPModule's methods reach it through Module.__getattr__
+        method = block.set_requires_gradient_sync  # FSDPModule's methods reach it through Module.__getattr__
+        assert method.__self__ is block and method.__func__ is FSDPModule.set_requires_gradient_sync
         losses, peaks = _train(model, batches, rank, world)
         wte = model.wte.weight.full_tensor().numpy()
         out[rank] = (losses, peaks, planner.plan_rank(spec, layout, rank), wte)

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/backends/gloo.h"
+#include "comm/collective.h"
 #include "comm/tracer.h"
 #include "core/base/error.h"
 #include "core/tensor/factory.h"
@@ -322,6 +323,30 @@ TEST(GlooTest, MismatchedCollectivesRaiseTheSameErrorOnEveryProcess) {
       },
       ErrorCode::kAborted,
       {Str("rank 1 called all_gather #"), " (16 B) while rank 0 called reduce_scatter #", "collective mismatch"});
+  Tensor t = Ones({3});  // the group is still usable
+  pg.AllReduce(t, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(3, pg.size())));
+}
+
+// Labels cross the wire as a hash and the text's tail: two long labels that differ only in their last characters
+// (as sibling groups' names do) are a mismatch, named by those tails in whole UTF-8 characters; equal labels pass.
+TEST(GlooTest, CollectiveLabelsAreComparedAndNamedAcrossProcesses) {
+  ProcessGroup& pg = World();
+  if (pg.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const std::string stem = "fully_shard 'model.encoder.blocks.\u00e9t\u00e9.sub_layers.attention_block.";
+  {
+    CollectiveLabel same(stem + "q_proj'");
+    Tensor t = Ones({2});
+    pg.AllReduce(t, ReduceOp::kSum)->Wait();
+    EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(2, pg.size())));
+  }
+  ExpectErrorContains(
+      [&] {
+        CollectiveLabel label(stem + (pg.rank() == 0 ? "q_proj'" : "k_proj'"));
+        pg.AllReduce(Zeros({2}), ReduceOp::kSum)->Wait();
+      },
+      ErrorCode::kAborted,
+      {"collective mismatch", "(8 B, float32, sum) for ", "k_proj' while rank 0 called all_reduce #", "q_proj'"});
   Tensor t = Ones({3});  // the group is still usable
   pg.AllReduce(t, ReduceOp::kSum)->Wait();
   EXPECT_EQ(t.ToVector<double>(), (std::vector<double>(3, pg.size())));

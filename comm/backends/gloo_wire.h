@@ -96,8 +96,9 @@ class GlooStoreAdapter final : public gloo::rendezvous::Store {
 //               shape(kMaxDescDims)] ----
 constexpr int kFixedFields = 8;
 
-// After the shape: the label's bytes, NUL-padded (CollectiveLabel keeps at most kMaxLabelBytes).
-constexpr size_t kLabelWords = kMaxLabelBytes / sizeof(int64_t);
+// After the shape: the label's hash, then the tail of its text (LabelTail), NUL-padded.
+constexpr size_t kLabelWords = 1 + kMaxLabelWireBytes / sizeof(int64_t);
+static_assert(kMaxLabelWireBytes % sizeof(int64_t) == 0);
 
 inline std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int world) {
   std::vector<int64_t> h(kFixedFields + 2 * world + 1 + kMaxDescDims + kLabelWords, 0);
@@ -108,7 +109,9 @@ inline std::vector<int64_t> EncodeHeader(const CollectiveDesc& d, int rank, int 
   const size_t at = kFixedFields + 2 * world;
   h[at] = static_cast<int64_t>(d.shape.size());  // (DescShape keeps at most kMaxDescDims)
   for (size_t j = 0; j < d.shape.size(); ++j) h[at + 1 + j] = d.shape[j];
-  std::memcpy(h.data() + at + 1 + kMaxDescDims, d.label.data(), std::min(d.label.size(), kMaxLabelBytes));
+  h[at + 1 + kMaxDescDims] = static_cast<int64_t>(d.label_hash);
+  const std::string tail = LabelTail(d.label, kMaxLabelWireBytes);
+  std::memcpy(h.data() + at + 2 + kMaxDescDims, tail.data(), tail.size());
   return h;
 }
 
@@ -124,8 +127,9 @@ inline CollectiveDesc DecodeHeader(const std::vector<int64_t>& h, int world) {
   }
   const size_t at = kFixedFields + 2 * world;
   d.shape.assign(h.begin() + at + 1, h.begin() + at + 1 + h[at]);
-  const char* label = reinterpret_cast<const char*>(h.data() + at + 1 + kMaxDescDims);
-  d.label.assign(label, strnlen(label, kMaxLabelBytes));
+  d.label_hash = static_cast<uint64_t>(h[at + 1 + kMaxDescDims]);
+  const char* label = reinterpret_cast<const char*>(h.data() + at + 2 + kMaxDescDims);
+  d.label.assign(label, strnlen(label, kMaxLabelWireBytes));
   return d;
 }
 

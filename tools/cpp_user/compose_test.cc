@@ -35,7 +35,7 @@ namespace {
 
 using namespace tessel;
 
-constexpr int64_t kC = 13, kH = 22, kOut = 3, kBatch = 8, kSeq = 4;
+constexpr int64_t kC = 13, kH = 21, kOut = 3, kBatch = 8, kSeq = 4;
 constexpr int kLayers = 3, kSteps = 3;
 
 class Block : public nn::Module {  // x + down(gelu(up(ln(x))))

@@ -106,7 +106,7 @@ def _setattr(self, name, value):
         # torch: assigning a tensor (or None) to a buffer's name replaces the buffer, persistence kept
         self.register_buffer(name, Tensor(value) if isinstance(value, Buffer) else value, persistent=persistent)
     else:
-        if not _has_dict(self) and not hasattr(type(self), name):
+        if not _has_dict(self) and not hasattr(getattr(type(self), name, None), "__set__"):  # (no property setter)
             raise AttributeError("cannot set attribute '%s' on %s: a module created in C++ (such as tessel.nn.GPT's "
                                  "blocks) has no __dict__ for Python attributes; its parameters, buffers and children "
                                  "can be assigned" % (name, self._type_name))

@@ -44,14 +44,10 @@ def _names(module):
 
 def _record(module, key, value, name):
     """Adds `key` -> value to one of the module's composable dicts (created on first use). A module C++ created
-    (tessel.nn.GPT's blocks) has no __dict__: fully_shard's own state is in C++ (_get_registry reads it there);
-    an API with Python state refuses such a module."""
+    (tessel.nn.GPT's blocks) has no __dict__: fully_shard's own state is in C++ (_get_registry reads it there), and
+    @contract refuses such a module before recording anything (_refuse_stateless)."""
     if not _has_dict(module):
-        if name:
-            return
-        raise TypeError("%s cannot be applied to %s: a module created in C++ carries no Python state; apply it to "
-                        "a module defined in Python or to a tessel.nn layer" % (getattr(key, "__name__", key),
-                                                                              type(module).__name__))
+        return
     table = module.__dict__.setdefault(REGISTRY_KEY if name else STATE_KEY, collections.OrderedDict())
     if not isinstance(table, dict):
         raise AssertionError("Distributed composable API %s corrupted: %r" % ("registry" if name else "states", table))
@@ -63,11 +59,23 @@ def _register(module, api_name):
     _record(module, api_name, RegistryItem(), name=True)
 
 
+def _refuse_stateless(func, modules):
+    """An API with Python state cannot be applied to a module C++ created (no __dict__ to hold it): a TypeError
+    naming the module, raised before any module of the call is touched."""
+    for m in modules:
+        if _has_dict(m):
+            continue
+        managed = " (it is managed by fully_shard)" if "fully_shard" in (_get_registry(m) or {}) else ""
+        raise TypeError("%s cannot be applied to %s%s: a module created in C++ carries no Python state; apply it to "
+                        "a module defined in Python or to a tessel.nn layer" % (func.__name__, m._type_name, managed))
+
+
 def contract(state_cls=_State):
     def inner(func):
         @functools.wraps(func)
         def wrapper(module, *args, **kwargs):
             modules = _modules_of(module)
+            _refuse_stateless(func, modules)
             state, item = state_cls(), RegistryItem()
             before = []
             for m in modules:

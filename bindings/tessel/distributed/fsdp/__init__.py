@@ -408,6 +408,10 @@ def register_fsdp_forward_method(module, method_name):
         return
     if not hasattr(module, method_name):
         raise ValueError("%s does not have a method %s" % (type(module), method_name))
+    from ...nn.modules import _has_dict
+    if not _has_dict(module):
+        raise TypeError("register_fsdp_forward_method: %s was created in C++ and has no __dict__ to hold the wrapped "
+                        "%s; register the method on a module defined in Python" % (module._type_name, method_name))
     from ...nn.modules import _flatten_output, _fsdp_cast_inputs, _outputs
     orig = getattr(module, method_name)
 
