@@ -34,7 +34,9 @@ struct ExportResult {
 ExportResult ExportToSafetensors(const std::string& dir, const std::string& out_path, bool verify_checksums = true);
 
 // Tensors by name (any tessel dtype), U8 tensors into Bytes entries. A requested tensor whose dtype
-// tessel lacks (F8_E4M3, U16, ...) raises kUnimplemented naming it. Key checks as in Load.
-LoadResult ImportSafetensors(StateDict& state_dict, const std::string& path, const LoadOptions& options = {});
+// tessel lacks (F8_E4M3, U16, ...) raises kUnimplemented naming it. Key checks as in Load, except that by default a
+// tensor of the file the state dict lacks is an error (one model's file, loaded as load_state_dict(strict=True)).
+LoadResult ImportSafetensors(StateDict& state_dict, const std::string& path,
+                             const LoadOptions& options = {.allow_unexpected_keys = false});
 
 }  // namespace tessel::checkpoint

@@ -379,13 +379,14 @@ TEST(IntegrityTest, KeyProblemsAreListedByFqnAndNonStrictReportsThem) {
   StateDict missing{{"w", Zeros({8, 16})}, {"b", Zeros({16})}, {"extra.weight", Zeros({2})}};
   ExpectErrorContains([&] { Load(missing, dir); }, ErrorCode::kNotFound, {"1 missing ['extra.weight']"});
   StateDict unexpected{{"w", Zeros({8, 16})}};
-  ExpectErrorContains([&] { Load(unexpected, dir); }, ErrorCode::kInvalidArgument, {"1 unexpected ['b']"});
+  ExpectErrorContains([&] { Load(unexpected, dir, {.allow_unexpected_keys = false}); }, ErrorCode::kInvalidArgument,
+                      {"1 unexpected ['b']"});
   StateDict shape{{"w", Zeros({8, 4})}, {"b", Zeros({16}, DType::kFloat64)}};
   ExpectErrorContains([&] { Load(shape, dir); }, ErrorCode::kInvalidArgument,
               {"w: checkpoint float32 [8, 16], state dict float32 [8, 4]",
                "b: checkpoint float32 [16], state dict float64 [16]"});
   StateDict lenient{{"w", Zeros({8, 16})}, {"extra", Zeros({1})}};
-  const LoadResult r = Load(lenient, dir, {.strict = false});
+  const LoadResult r = Load(lenient, dir, {.strict = false, .allow_unexpected_keys = false});
   EXPECT_EQ(r.missing_keys, std::vector<std::string>{"extra"});
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"b"});
   EXPECT_EQ(std::get<Tensor>(lenient["w"]).ToVector<float>(), std::vector<float>(128, 1.0f));
@@ -407,13 +408,13 @@ TEST(IntegrityTest, MismatchedEntriesFailEvenWhenNotStrict) {
                       ErrorCode::kInvalidArgument, {"b: checkpoint tensor, state dict int64"});
 }
 
-// DCP's load: the state dict may name a subset of the checkpoint (a model-only state dict from a training
-// checkpoint); keys it names still have to be there.
+// DCP's load, by default: the state dict may name a subset of the checkpoint (a model-only state dict from a
+// training checkpoint); keys it names still have to be there.
 TEST(IntegrityTest, AllowUnexpectedKeysLoadsASubsetAndStillRequiresEveryKeyItNames) {
   const std::string dir = FreshDir("subset");
   SaveTwoRanks(dir, 1.0);
   StateDict subset{{"w", Zeros({8, 16})}};
-  const LoadResult r = Load(subset, dir, {.allow_unexpected_keys = true});
+  const LoadResult r = Load(subset, dir);
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"b"});
   EXPECT_EQ(std::get<Tensor>(subset["w"]).ToVector<float>(), std::vector<float>(128, 1.0f));
   StateDict missing{{"w", Zeros({8, 16})}, {"extra", Zeros({1})}};

@@ -10,10 +10,11 @@
 //
 // Errors: key problems are listed by FQN — shape/dtype/kind mismatches (kInvalidArgument, always: a
 // mismatched entry is never skipped, as torch's load_state_dict and DCP raise on a size mismatch
-// whatever their strictness), then missing keys (kNotFound), then unexpected keys (kInvalidArgument);
-// `strict = false` reports missing and unexpected keys in the result instead and loads the rest, and
-// `allow_unexpected_keys` accepts a checkpoint that holds more than the state dict (DCP's load: a
-// model-only state dict from a training checkpoint, one pipeline stage's keys from the whole model's). Storage problems follow chunk_reader.h: kNotFound for a
+// whatever their strictness), then missing keys (kNotFound), then, when asked for (`allow_unexpected_keys =
+// false`), unexpected keys (kInvalidArgument); `strict = false` reports missing and unexpected keys in the result
+// instead and loads the rest. By default a checkpoint may hold more than the state dict, as DCP's load: a
+// model-only state dict from a training checkpoint, one pipeline stage's keys from the whole model's; the keys
+// it skipped are in LoadResult::unexpected_keys. Storage problems follow chunk_reader.h: kNotFound for a
 // missing file, kDataLoss for corruption, kFailedPrecondition for another format version. On an error
 // the contents of the state dict are unspecified (never silently wrong: the error is the answer).
 //
@@ -36,8 +37,9 @@ namespace tessel::checkpoint {
 struct LoadOptions {
   bool strict = true;
   // Keys of the checkpoint that the state dict lacks are reported (LoadResult::unexpected_keys), not an
-  // error, even when strict (torch.distributed.checkpoint.load's semantics).
-  bool allow_unexpected_keys = false;
+  // error, even when strict (torch.distributed.checkpoint.load's semantics). False: they are an error too
+  // (module.load_state_dict(strict=True)'s).
+  bool allow_unexpected_keys = true;
   // Verify block checksums of everything read. Off: read exactly the needed runs (no block rounding).
   bool verify_checksums = true;
   // Bound of the staging buffer of one strided copy (a slab of an overlap).
