@@ -84,6 +84,7 @@ void BindSpec(py::module_& m) {
              s.learned_positions = learned_positions;
              s.flash_attention = flash_attention;
              s.dropout = dropout;
+             s.Validate();
              return s;
            }),
            py::kw_only(), py::arg("vocab_size"), py::arg("d_model"), py::arg("n_layers"), py::arg("n_heads"),
@@ -114,7 +115,11 @@ void BindSpec(py::module_& m) {
       });
   m.def("preset", &planner::ModelPreset, py::arg("name"));
   m.def("preset_names", &planner::ModelPresetNames);
-  m.def("from_gpt_config", &planner::FromGptConfig, py::arg("config"));
+  m.def("from_gpt_config", [](const nn::GPTConfig& cfg) {
+    ModelSpec s = planner::FromGptConfig(cfg);
+    s.Validate();
+    return s;
+  }, py::arg("config"));
 }
 
 void BindLayout(py::module_& m) {
@@ -164,6 +169,9 @@ void BindLayout(py::module_& m) {
   const planner::Hardware defaults;
   py::class_<planner::Hardware>(m, "Hardware")
       .def(py::init([](double peak_flops, double intra, double inter, int64_t ranks_per_node) {
+             TESSEL_CHECK(peak_flops > 0 && intra > 0 && inter > 0 && ranks_per_node >= 1, "Hardware: peak_flops, ",
+                          "the bandwidths and ranks_per_node must be positive, got ", peak_flops, ", ", intra, ", ",
+                          inter, ", ", ranks_per_node);
              return planner::Hardware{.peak_flops = peak_flops, .intra_node_bytes_per_s = intra,
                                       .inter_node_bytes_per_s = inter, .ranks_per_node = ranks_per_node};
            }),

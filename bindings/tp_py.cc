@@ -91,11 +91,11 @@ void BindParallelize(py::module_& m) {
         "tp::ParallelizeModule with a plan of (FQN pattern, style) pairs, applied in order");
   m.def("parallelize_module_with_style", [](nn::Module& module, const dtensor::DeviceMesh& mesh,
                                             const tp::ParallelStyle& style, std::optional<int> src_data_rank,
-                                            const std::string& tp_axis) {
-    tp::ParallelizeOptions options{tp_axis, src_data_rank};
+                                            const std::string& tp_axis, const std::string& fqn) {
+    tp::ParallelizeOptions options{tp_axis, src_data_rank, fqn};
     NoGil([&] { tp::ParallelizeModule(module, mesh, style, options); });
   }, py::arg("module"), py::arg("mesh"), py::arg("style"), py::arg("src_data_rank"), py::arg("tp_axis") = "tp",
-        "tp::ParallelizeModule with one style for the module itself");
+        py::arg("fqn") = "", "tp::ParallelizeModule with one style for the module itself (`fqn`: its path)");
   m.def("tp_match_modules", &tp::MatchModules, py::arg("root"), py::arg("pattern"),
         "FQNs of the submodules a plan pattern matches, pre-order");
   py::class_<PyLossParallel>(m, "_LossParallel")

@@ -18,6 +18,7 @@ std::string Layout::ToString() const {
 }
 
 void Verify(const Layout& l, const ModelSpec& m, int64_t world) {
+  m.Validate();
   const std::string where = Str("layout ", l.ToString(), " of ", m.name, ": ");
   auto positive = [&](const char* field, int64_t v) { TESSEL_CHECK(v >= 1, where, field, " must be >= 1, got ", v); };
   positive("pp", l.pp);
@@ -52,6 +53,11 @@ void Verify(const Layout& l, const ModelSpec& m, int64_t world) {
                " is not divisible by dp_replicate*dp_shard*num_microbatches = ", split);
   TESSEL_CHECK(!m.learned_positions || l.seq_len <= m.max_seq_len, where, "seq_len ", l.seq_len,
                " exceeds the model's learned positions (max_seq_len ", m.max_seq_len, ")");
+  // The activations' counts multiply the whole batch's tokens by the widths and layers: keep them inside int64.
+  const long double tokens = static_cast<long double>(l.global_batch) * l.seq_len;
+  const long double widest = std::max({m.d_model, m.ffn_hidden, m.vocab_size, l.seq_len});
+  TESSEL_CHECK(tokens * widest * (m.n_layers + 1) * 64 < 9.2e18L, where, "global_batch ", l.global_batch, " x seq_len ",
+               l.seq_len, " is too large: the activation byte counts would overflow int64");
   for (const auto& [field, dtype] : {std::pair<const char*, DType>{"param_dtype", l.param_dtype},
                                      {"reduce_dtype", l.reduce_dtype}, {"optim_dtype", l.optim_dtype}}) {
     TESSEL_CHECK(IsFloating(dtype), where, field, " must be a floating dtype, got ", dtype);

@@ -27,6 +27,23 @@ std::vector<std::pair<std::string, Shape>> ModelSpec::ParameterShapes() const {
   return out;
 }
 
+void ModelSpec::Validate() const {
+  const std::string where = Str("model ", name, ": ");
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size}, {"d_model", d_model},
+                                 {"n_layers", n_layers}, {"n_heads", n_heads}, {"ffn_hidden", ffn_hidden},
+                                 {"max_seq_len", max_seq_len}}) {
+    TESSEL_CHECK(v >= 1, where, field, " must be >= 1, got ", v);
+  }
+  TESSEL_CHECK(d_model % n_heads == 0, where, "d_model ", d_model, " is not divisible by n_heads ", n_heads);
+  TESSEL_CHECK(n_layers <= kMaxLayers, where, "n_layers ", n_layers, " exceeds ", kMaxLayers);
+  // The largest counts, in long double: one block's weights (attention 4·h², the MLP 3·h·F), the embeddings and
+  // the head; 16 bytes per parameter (mixed-precision Adam's) must fit int64.
+  const long double h = d_model, f = ffn_hidden, blocks = n_layers;
+  const long double params = blocks * (4 * h * h + 3 * h * f + 4 * h + f) + 2 * vocab_size * h + max_seq_len * h + h;
+  TESSEL_CHECK(params * 16 < 9.2e18L, where, "about ", static_cast<double>(params),
+               " parameters: their bytes would overflow the planner's int64 counts");
+}
+
 int64_t ModelSpec::NumParameters() const {
   int64_t n = 0;
   for (const auto& [fqn, shape] : ParameterShapes()) n += NumElements(shape);

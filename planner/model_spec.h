@@ -47,6 +47,10 @@ struct ModelSpec {
 
   std::vector<std::pair<std::string, Shape>> ParameterShapes() const;
   int64_t NumParameters() const;
+  // kInvalidArgument naming the field: every size >= 1, d_model divisible by n_heads, at most kMaxLayers layers,
+  // and the parameter count (and its bytes at 16 per parameter) inside int64. Verify and the Python face call it.
+  void Validate() const;
+  static constexpr int64_t kMaxLayers = 1 << 16;
 };
 
 // The spec of nn::GPT(cfg): ffn_hidden = cfg.MlpHidden(), learned positions, no dropout, and tessel's

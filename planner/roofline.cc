@@ -75,6 +75,19 @@ std::vector<Candidate> RankLayouts(const ModelSpec& m, int64_t world, const Layo
                                    const Hardware& hw, int64_t budget) {
   TESSEL_CHECK(world >= 1 && micro_batch >= 1, "planner: RankLayouts needs world >= 1 and micro_batch >= 1, got ",
                world, " and ", micro_batch);
+  // What every candidate takes from `base` and `hw`: a bad value there is the caller's error, not "nothing fits".
+  m.Validate();
+  TESSEL_CHECK(base.global_batch >= 1 && base.seq_len >= 1, "planner: RankLayouts' base needs global_batch and ",
+               "seq_len >= 1, got ", base.global_batch, " and ", base.seq_len);
+  TESSEL_CHECK(!m.learned_positions || base.seq_len <= m.max_seq_len, "planner: RankLayouts' base seq_len ",
+               base.seq_len, " exceeds ", m.name, "'s learned positions (max_seq_len ", m.max_seq_len, ")");
+  for (const DType d : {base.param_dtype, base.reduce_dtype, base.optim_dtype}) {
+    TESSEL_CHECK(IsFloating(d), "planner: RankLayouts' base dtypes must be floating, got ", d);
+  }
+  TESSEL_CHECK(hw.peak_flops > 0 && hw.intra_node_bytes_per_s > 0 && hw.inter_node_bytes_per_s > 0 &&
+                   hw.ranks_per_node >= 1,
+               "planner: the hardware needs positive FLOP/s, bandwidths and ranks per node, got ", hw.peak_flops, ", ",
+               hw.intra_node_bytes_per_s, ", ", hw.inter_node_bytes_per_s, ", ", hw.ranks_per_node);
   std::vector<Candidate> out;
   for (int64_t tp : Divisors(world)) {
     if (tp > hw.ranks_per_node) continue;

@@ -123,7 +123,7 @@ nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mes
 nn::Module& ParallelizeModule(nn::Module& module, const dtensor::DeviceMesh& mesh, const ParallelStyle& style,
                               const ParallelizeOptions& options) {
   const dtensor::DeviceMesh tp = CheckedTpMesh(module, mesh, options);
-  ApplyStyle(style, module, "", tp, DistributeModuleOptions{.src_data_rank = options.src_data_rank});
+  ApplyStyle(style, module, options.fqn, tp, DistributeModuleOptions{.src_data_rank = options.src_data_rank});
   return module;
 }
 

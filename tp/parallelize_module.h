@@ -40,6 +40,9 @@ struct ParallelizeOptions {
   // Replicate parameters (row-parallel biases, sequence-parallel norms) still take the group's first rank's
   // values by one broadcast each, so ranks must start from the same values (the same seed).
   std::optional<int> src_data_rank;
+  // The single-style overload: `module`'s path in its model ("layers.0.mlp.fc"), which its errors and collective
+  // labels name (the Python face applies each matched module's style through that overload). Empty: the root.
+  std::string fqn;
 };
 
 // REQUIRES: `module` and its submodules are not fully_shard'ed; no module takes two partitioning styles.

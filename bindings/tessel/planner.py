@@ -69,8 +69,8 @@ def parse_bytes(budget):
     if isinstance(budget, bool) or not isinstance(budget, (int, str)):
         raise TypeError(f"budget: expected bytes as an int or text such as '80GiB', got {type(budget).__name__}")
     if isinstance(budget, int):
-        if budget < 1:
-            raise ValueError(f"budget={budget} is not a positive byte count")
+        if not 1 <= budget < 2**63:
+            raise ValueError(f"budget={budget} is not a positive byte count below 8 EiB")
         return budget
     return _p.parse_bytes(budget, "budget")
 
@@ -83,13 +83,31 @@ def verify(layout, model, world=None):
 
 
 def _activations(measured_activations):
-    return -1 if measured_activations is None else int(measured_activations)
+    if measured_activations is None:
+        return -1
+    if int(measured_activations) < 0:
+        raise ValueError(f"measured_activations={measured_activations}: a byte count is >= 0 (None: not measured)")
+    return int(measured_activations)
+
+
+def _check_rank(layout, rank):
+    if not 0 <= rank < layout.world_size:
+        raise ValueError(f"rank {rank} is not a rank of the layout's {layout.world_size} ({layout})")
 
 
 def plan_rank(model, layout, rank=0, measured_activations=None):
     """One rank's plan: .ledgers (peak bytes per ledger and the total), .axis_bytes (sent per step on each mesh
     axis), .flops, .coord (its mesh coordinate), .exact (the exact fully_shard plan of a GPT config).
-    measured_activations (bytes, e.g. from measure_gpt_activations) feeds the exact plan's activations."""
+    measured_activations (bytes, e.g. from measure_gpt_activations) feeds the exact plan's activations (only the
+    exact plan uses it).
+
+    Which plans are exact: a ModelSpec from from_gpt_config under fully_shard or HSDP (zero_stage 3 over dp_shard),
+    every dtype float32, seq_len the config's, no tp / pp / checkpointing, one microbatch: every ledger equals
+    tessel.nn.GPT's measured peaks to the byte (plan.exact). Otherwise the plan is analytic: parameters and
+    gradients in param_dtype / reduce_dtype (fully_shard's MixedPrecisionPolicy keeps float32 shards, which no
+    Layout describes), tensor parallelism as Megatron's recipe with vocabulary-parallel embedding and head
+    (planner/README.md), the total a sum of the ledgers' peaks (an upper bound)."""
+    _check_rank(layout, rank)
     return _p.plan_rank(model, layout, rank, _activations(measured_activations))
 
 
@@ -116,6 +134,10 @@ def plan_vs_measured(model, layout, rank=None, device_index=None):
     if rank is None:
         from . import distributed as dist
         rank = dist.get_rank() if dist.is_initialized() else 0
+    verify(layout, model)
+    _check_rank(layout, rank)
+    if device_index is not None and int(device_index) < 0:
+        raise ValueError(f"device_index={device_index} is not a CPU device index")
     return _p.rank_plan_vs_measured(model, layout, rank, -1 if device_index is None else int(device_index))
 
 
@@ -123,11 +145,15 @@ def measure_gpt_activations(config, local_batch, ac="none"):
     """The activations ledger's peak of one unsharded forward + backward of tessel.nn.GPT(config) on local_batch
     sequences (it runs that step on a thread of its own: call it before rank threads start). ac: "none",
     "full", "selective" or "gemm" checkpointing of every block."""
+    if local_batch < 1:
+        raise ValueError(f"measure_gpt_activations: local_batch must be >= 1, got {local_batch}")
     return _p.measure_gpt_activations(config, local_batch, ac)
 
 
 def step_flops(model, layout, stage=0):
     """FLOPs per step of a rank of pipeline stage `stage` (3x the forward's GEMMs, plus recomputation)."""
+    if not 0 <= stage < layout.pp:
+        raise ValueError(f"stage {stage} is not a stage of the layout's pp={layout.pp}")
     return _p.step_flops(model, layout, stage)
 
 
@@ -146,9 +172,6 @@ def rank_layouts(model, world, budget, base=None, micro_batch=1, hardware=None):
     means nothing fits the budget: a base whose sequence the model cannot take is a ValueError instead."""
     if base is None:
         base = Layout(global_batch=world * micro_batch, seq_len=model.max_seq_len)
-    elif model.learned_positions and base.seq_len > model.max_seq_len:
-        raise ValueError(f"rank_layouts: base seq_len {base.seq_len} exceeds {model.name}'s {model.max_seq_len} "
-                         "learned positions: no layout of it can run")
     found = _p.rank_layouts(model, world, base, micro_batch, Hardware() if hardware is None else hardware,
                             parse_bytes(budget))
     return [Candidate(*c) for c in found]

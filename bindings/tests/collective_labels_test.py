@@ -107,6 +107,32 @@ def test_a_collective_a_gradient_hook_issues_is_the_users_not_the_groups():
     np.testing.assert_allclose(grads[1], grads[0])
 
 
+class Up(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 6, bias=False) for _ in range(2)])
+
+    def forward(self, x):
+        return self.blocks[1](self.blocks[0](x)[..., :4])
+
+
+def test_tensor_parallel_collectives_are_labelled_with_the_module_path():
+    # sequence shards of different lengths: the column-parallel layer's input all-gather fails naming the module
+    # by its path in the model (from Python it read "tp '<root>'": each style was applied with its module as root)
+    from tessel.distributed.tensor import Shard
+    from tessel.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    def fn(_):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+        m = Up()
+        parallelize_module(m, mesh, {"blocks.0": ColwiseParallel(input_layouts=Shard(0))})
+        with pytest.raises(Exception, match="for tp 'blocks.0' while rank 0 called all_gather"):
+            m(tessel.ones(2 + dist.get_rank(), 4))
+
+    dist.run_ranks(2, fn)
+
+
 def test_python_state_apis_on_modules_created_in_cpp_say_why():
     from tessel.distributed._composable import checkpoint, replicate
 
@@ -125,5 +151,7 @@ def test_python_state_apis_on_modules_created_in_cpp_say_why():
             register_fsdp_forward_method(block, "forward")
         with pytest.raises(AttributeError, match="cannot set attribute 'forward' on TransformerBlock"):
             block.forward = lambda x: x
+        with pytest.raises(AttributeError, match="'TransformerBlock' object has no attribute 'tag'"):
+            block.tag  # (it named the generic class, 'Module')
 
     dist.run_ranks(2, fn)

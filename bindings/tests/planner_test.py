@@ -70,7 +70,7 @@ def test_layout_search_lists_only_layouts_that_fit_fastest_first():
     gpt2 = planner.preset("gpt2-small")
     assert all(c.layout.seq_len == 1024 for c in planner.rank_layouts(gpt2, world=4, budget="80GiB"))
     assert len(planner.rank_layouts(gpt2, world=4, budget="80GiB")) > 10
-    with pytest.raises(ValueError, match="base seq_len 4096 exceeds gpt2-small's 1024 learned positions"):
+    with pytest.raises(ValueError, match="base seq_len 4096 exceeds gpt2-small's learned positions"):
         planner.rank_layouts(gpt2, world=4, budget="80GiB", base=planner.Layout(global_batch=4))
 
 
@@ -93,6 +93,45 @@ def test_bad_layouts_and_budgets_are_named():
     with pytest.raises(TypeError, match="80GiB"):
         planner.parse_bytes(80.0)
     assert planner.parse_bytes("1.5KiB") == 1536 and planner.parse_bytes("40GB") == 40 * 10**9
+    with pytest.raises(ValueError, match="below 8 EiB"):
+        planner.parse_bytes(2**70)
+
+
+def test_bad_models_and_sizes_are_errors_not_crashes_or_wrapped_numbers():
+    with pytest.raises(ValueError, match="n_layers 1073741824 exceeds 65536"):  # listed per layer: it was OOM-killed
+        planner.ModelSpec(vocab_size=10, d_model=8, n_layers=2**30, n_heads=2)
+    with pytest.raises(ValueError, match="d_model 30 is not divisible by n_heads 4"):
+        planner.ModelSpec(vocab_size=10, d_model=30, n_layers=2, n_heads=4)
+    with pytest.raises(ValueError, match="ffn_hidden must be >= 1, got -1"):
+        planner.ModelSpec(vocab_size=10, d_model=8, n_layers=2, n_heads=2, ffn_hidden=-1)
+    with pytest.raises(ValueError, match="d_model 32 is not divisible by n_heads 3"):
+        planner.from_gpt_config(tessel.GPTConfig(d_model=32, n_heads=3))
+    # byte counts past int64 are refused (they wrapped: activations 0 for gpt2-small at global_batch 2**62)
+    gpt2 = planner.preset("gpt2-small")
+    with pytest.raises(ValueError, match="activation byte counts would overflow int64"):
+        planner.plan_rank(gpt2, planner.Layout(global_batch=2**62, seq_len=1024))
+    llama = planner.preset("llama-7b")
+    with pytest.raises(ValueError, match="exceeds llama-7b|overflow int64"):
+        planner.plan_rank(llama, planner.Layout(seq_len=2**40))
+    # the layout search says what is wrong with its base or hardware instead of "nothing fits"
+    for base, match in [(planner.Layout(seq_len=0, global_batch=4), "seq_len >= 1"),
+                        (planner.Layout(global_batch=-4, seq_len=1024), "global_batch and seq_len >= 1"),
+                        (planner.Layout(param_dtype=tessel.int32, global_batch=4, seq_len=1024), "floating")]:
+        with pytest.raises(ValueError, match=match):
+            planner.rank_layouts(gpt2, world=4, budget="80GiB", base=base)
+    with pytest.raises(ValueError, match="ranks_per_node must be positive|must be positive, got"):
+        planner.Hardware(ranks_per_node=0)
+    one = planner.Layout(seq_len=1024)
+    with pytest.raises(ValueError, match="rank 1 is not a rank of the layout's 1"):
+        planner.plan_rank(gpt2, one, 1)
+    with pytest.raises(ValueError, match="measured_activations=-5"):
+        planner.plan_rank(gpt2, one, 0, measured_activations=-5)
+    with pytest.raises(ValueError, match="stage 1 is not a stage of the layout's pp=1"):
+        planner.step_flops(gpt2, one, 1)
+    with pytest.raises(ValueError, match="local_batch must be >= 1"):
+        planner.measure_gpt_activations(tessel.GPTConfig(**CFG), 0)
+    with pytest.raises(ValueError, match="rank 3 is not a rank"):
+        planner.plan_vs_measured(gpt2, one, 3)
 
 
 CFG = dict(vocab_size=127, d_model=32, n_layers=2, n_heads=4, seq_len=16)  # vocab 127: uneven over 2 ranks

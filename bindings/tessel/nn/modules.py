@@ -305,7 +305,9 @@ def _getattr(self, name):
     method = _fsdp_method(self, name)
     if method is not None:
         return method
-    raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+    # (a module C++ created has the generic class: name its own type, "TransformerBlock")
+    owner = self._type_name if type(self) is _C.Module else type(self).__name__
+    raise AttributeError("'%s' object has no attribute '%s'" % (owner, name))
 
 
 def _fsdp_method(module, name):

@@ -127,28 +127,11 @@ def _single(layouts, name):
     return layouts
 
 
-def _named(error, fqn):
-    """The C++ style's error with the module's FQN from the root (it names the module it is applied to '')."""
-    text = str(error)
-    if not fqn or " on '' (" not in text:
-        return None
-    try:
-        return type(error)(text.replace(" on '' (", " on '%s' (" % fqn, 1))
-    except Exception:
-        return None
-
-
 def _apply_cpp(s, module, device_mesh, tp_axis, fqn):
     """A Colwise / Rowwise / SequenceParallel style on `module`: the C++ style built from its attributes now."""
     _refuse_overrides(s)
-    c = s._to_c()
-    try:
-        _C.parallelize_module_with_style(module, device_mesh, c, s.src_data_rank, tp_axis)
-    except Exception as e:
-        named = _named(e, fqn)
-        if named is None:
-            raise
-        raise named.with_traceback(e.__traceback__) from None
+    # its errors and collective labels name the module by `fqn` ("ColwiseParallel on 'layers.0.up' (Linear)")
+    _C.parallelize_module_with_style(module, device_mesh, s._to_c(), s.src_data_rank, tp_axis, fqn or "")
     return module
 
 
