@@ -1,16 +1,16 @@
 // bindings/planner_py.cc — the ledger planner (planner/) for Python, as _C._planner: the model spec, the layout,
 // the assumed hardware, one rank's plan, "which ledger blew up?" against a budget, the plan held against this
-// rank's measured ledger, and the search over a world's layouts. tessel/planner.py gives them torch-style
-// keyword names and defaults, budgets as text ("80GiB") and the docs.
+// rank's measured ledger, and the search over a world's layouts. The classes take keywords with the C++ defaults
+// here; tessel/planner.py adds budgets as text ("80GiB"), argument checks and the docs.
 //
 // Invariant: thin — every value converts field by field into planner/'s structs and every call is the C++
-// function of the same name (the command line //planner:plan prints the same numbers); a bad layout is
-// Verify's kInvalidArgument (ValueError naming the field).
+// function of the same name (the command line //planner:plan prints the same numbers); a bad model or layout is
+// Validate's / Verify's kInvalidArgument (ValueError naming the field).
 //
 // Example (Python):
 //   spec = _C._planner.preset("llama-7b")
 //   plan = _C._planner.plan_peak_rank(spec, _C._planner.Layout(dp_shard=8, zero_stage=3), -1)
-//   _C._planner.exceeds_budget(plan.ledgers, 80 << 30)   # None: it fits
+//   _C._planner.exceeds_budget(plan, 80 << 30)   # None: it fits
 #include <pybind11/stl.h>
 
 #include <optional>

@@ -28,12 +28,13 @@ std::vector<int64_t> DescShape(const Tensor& t) {
   return shape;
 }
 
-// A descriptor's dtype, byte count and shape: those of the tensor each rank sends.
+// The issuing thread's CollectiveLabel.
 void SetLabel(CollectiveDesc& d) {
   d.label = CollectiveLabel::Current();
   d.label_hash = CollectiveLabel::CurrentHash();
 }
 
+// A descriptor's dtype, byte count and shape: those of the tensor each rank sends (and its label).
 void SetPayload(CollectiveDesc& d, const Tensor& t) {
   SetLabel(d);
   d.dtype = t.dtype();

@@ -115,4 +115,3 @@ def _get_registry(module):
         from ... import _C
         return collections.OrderedDict(fully_shard=RegistryItem()) if _C._fsdp_state(module) is not None else None
     return module.__dict__.get(REGISTRY_KEY)
-
