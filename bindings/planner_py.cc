@@ -13,6 +13,7 @@
 //   _C._planner.exceeds_budget(plan, 80 << 30)   # None: it fits
 #include <pybind11/stl.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,13 +35,19 @@ using planner::LedgerPlan;
 using planner::ModelSpec;
 using planner::RankPlan;
 
-py::dict CoordDict(const planner::MeshCoord& c) {
+// {name: field} of a planner struct, in the listed order: the dicts the Python face shows (plan.coord,
+// plan.ledgers, a step estimate).
+template <typename T, typename V>
+py::dict FieldDict(const T& value, std::initializer_list<std::pair<const char*, V T::*>> fields) {
   py::dict d;
-  d["pp"] = c.pp;
-  d["dp_replicate"] = c.dp_replicate;
-  d["dp_shard"] = c.dp_shard;
-  d["tp"] = c.tp;
+  for (const auto& [name, member] : fields) d[name] = value.*member;
   return d;
+}
+
+py::dict CoordDict(const planner::MeshCoord& c) {
+  using C = planner::MeshCoord;
+  return FieldDict<C, int64_t>(c, {{"pp", &C::pp}, {"dp_replicate", &C::dp_replicate}, {"dp_shard", &C::dp_shard},
+                                   {"tp", &C::tp}});
 }
 
 py::dict AxisBytesDict(const RankPlan& p) {
@@ -53,14 +60,9 @@ py::dict AxisBytesDict(const RankPlan& p) {
 }
 
 py::dict LedgerDict(const LedgerPlan& l) {
-  py::dict d;
-  d["params"] = l.params;
-  d["grads"] = l.grads;
-  d["optim"] = l.optim;
-  d["activations"] = l.activations;
-  d["comm"] = l.comm;
-  d["total"] = l.total;
-  return d;
+  return FieldDict<LedgerPlan, int64_t>(l, {{"params", &LedgerPlan::params}, {"grads", &LedgerPlan::grads},
+                                            {"optim", &LedgerPlan::optim}, {"activations", &LedgerPlan::activations},
+                                            {"comm", &LedgerPlan::comm}, {"total", &LedgerPlan::total}});
 }
 
 void BindSpec(py::module_& m) {
@@ -106,7 +108,6 @@ void BindSpec(py::module_& m) {
       .def_readonly("learned_positions", &ModelSpec::learned_positions)
       .def_readonly("flash_attention", &ModelSpec::flash_attention)
       .def_readonly("dropout", &ModelSpec::dropout)
-      .def_property_readonly("exact_fsdp", [](const ModelSpec& s) { return s.gpt.has_value(); })
       .def("parameter_shapes", &ModelSpec::ParameterShapes)
       .def("num_parameters", &ModelSpec::NumParameters)
       .def("__repr__", [](const ModelSpec& s) {
@@ -215,9 +216,6 @@ void BindPlans(py::module_& m) {
   m.def("rank_plan_vs_measured", [](const ModelSpec& s, const Layout& l, int64_t rank, int index) {
     return planner::RankPlanVsMeasured(s, l, rank, memory::Stats(index < 0 ? CurrentDevice() : Device::Cpu(index)));
   }, py::arg("model"), py::arg("layout"), py::arg("rank"), py::arg("index"));
-  m.def("measured_peaks", [](int index) {
-    return LedgerDict(planner::MeasuredPeaks(memory::Stats(index < 0 ? CurrentDevice() : Device::Cpu(index))));
-  }, py::arg("index"));
   m.def("measure_gpt_activations", [](const nn::GPTConfig& cfg, int64_t local_batch, const std::string& ac) {
     return NoGil([&] { return planner::MeasureGptActivations(cfg, local_batch, ac); });
   }, py::arg("config"), py::arg("local_batch"), py::arg("ac"));
@@ -225,14 +223,9 @@ void BindPlans(py::module_& m) {
 }
 
 py::dict StepDict(const planner::StepEstimate& e) {
-  py::dict d;
-  d["step_s"] = e.step_s;
-  d["compute_s"] = e.compute_s;
-  d["bubble"] = e.bubble;
-  d["tp_s"] = e.tp_s;
-  d["pp_s"] = e.pp_s;
-  d["dp_s"] = e.dp_s;
-  return d;
+  using E = planner::StepEstimate;
+  return FieldDict<E, double>(e, {{"step_s", &E::step_s}, {"compute_s", &E::compute_s}, {"bubble", &E::bubble},
+                                  {"tp_s", &E::tp_s}, {"pp_s", &E::pp_s}, {"dp_s", &E::dp_s}});
 }
 
 void BindSearch(py::module_& m) {

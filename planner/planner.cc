@@ -41,6 +41,7 @@ std::string_view MeshAxisName(MeshAxis axis) {
 }
 
 double StepFlops(const ModelSpec& m, const Layout& l, int64_t stage) {
+  TESSEL_CHECK(stage >= 0 && stage < l.pp, "planner: stage ", stage, " is not a stage of the layout's pp=", l.pp);
   const std::vector<LocalParam> params = LocalParams(m, l, MeshCoord{.pp = stage});
   double block_weights = 0, head_weights = 0;
   for (const LocalParam& p : params) {

@@ -64,6 +64,7 @@ RankPlan PlanPeakRank(const ModelSpec& model, const Layout& layout, int64_t meas
 // is 2 FLOPs per multiply-add of every GEMM — weights (lm_head included, embedding lookups not) and
 // attention (QKᵀ and attention over V: 4·s·h/t per token per block, causal masking not subtracted).
 // Full checkpointing adds the blocks' forward, selective the attention core's.
+// kInvalidArgument for a stage outside [0, layout.pp).
 double StepFlops(const ModelSpec& model, const Layout& layout, int64_t stage);
 
 // The ledger that most exceeds `budget_bytes` on its own, or else the largest one when the total
