@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
+// Header-only XXH3 (run_check's fingerprint of the caller's layout arguments).
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "core/base/error.h"
 #include "core/tensor/copy.h"
 #include "core/tensor/factory.h"
@@ -162,21 +166,18 @@ Placement PlacementOfCode(int64_t code) {
   }
 }
 int64_t LayoutFingerprint(const FromLocalOptions& options) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fixed ints: the same on every rank and process
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
+  std::vector<int64_t> fixed;  // the ints the caller fixed, each list after a separator: the same on every rank
   if (options.shard_order) {
     for (const auto& axes : *options.shard_order) {
-      mix(-1);
-      for (int a : axes) mix(a);
+      fixed.push_back(-1);
+      fixed.insert(fixed.end(), axes.begin(), axes.end());
     }
   }
-  for (const std::optional<Shape>* fixed : {&options.shape, &options.stride}) {
-    mix(-2);
-    if (*fixed) {
-      for (int64_t v : **fixed) mix(v);
-    }
+  for (const std::optional<Shape>* given : {&options.shape, &options.stride}) {
+    fixed.push_back(-2);
+    if (*given) fixed.insert(fixed.end(), (*given)->begin(), (*given)->end());
   }
-  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+  return static_cast<int64_t>(XXH3_64bits(fixed.data(), fixed.size() * sizeof(int64_t)) & 0x7fffffffffffffffull);
 }
 
 std::vector<std::vector<int64_t>> GatherLocalInfo(const Tensor& local, const DeviceMesh& mesh,
