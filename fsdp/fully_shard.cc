@@ -464,6 +464,28 @@ void FSDPModule::ReduceGrad(bool recurse) const {
   for (ParamGroup* g : groups) g->FinalizeBackward();
 }
 
+void FsdpState::HoldForSchedule() {
+  const FSDPModule tree(module_, this);
+  tree.SetReshardAfterForward(false);
+  tree.SetReshardAfterBackward(false);
+  tree.SetRequiresGradientSync(false);
+}
+
+// One group at a time: one all-gather's comm buffer at a time, as planner/ plans the comm ledger.
+void FsdpState::UnshardForSchedule() {
+  for (nn::Module* m : SelectedStates(FSDPModule(module_, this), /*recurse=*/true)) {
+    FSDPModule(m, FsdpState::Of(*m)).Unshard();
+  }
+}
+
+void FsdpState::ReshardForSchedule() {
+  for (nn::Module* m : SelectedStates(FSDPModule(module_, this), /*recurse=*/true)) {
+    FSDPModule(m, FsdpState::Of(*m)).Reshard();
+  }
+}
+
+void FsdpState::ReduceGradForSchedule() { FSDPModule(module_, this).ReduceGrad(/*recurse=*/true); }
+
 void FSDPModule::SetReshardAfterForward(bool reshard_after_forward, bool recurse) const {
   for (nn::Module* m : SelectedStates(*this, recurse)) FsdpState::Of(*m)->set_reshard_after_forward(reshard_after_forward);
 }

@@ -38,7 +38,7 @@
 
 namespace tessel::fsdp {
 
-class FsdpState final : public nn::ModuleState {
+class FsdpState final : public nn::ScheduledShardingState {
  public:
   static constexpr const char* kKey = "fully_shard";
 
@@ -69,6 +69,15 @@ class FsdpState final : public nn::ModuleState {
   void set_forward_prefetch(std::vector<FsdpState*> states) { forward_prefetch_ = std::move(states); }
   void set_backward_prefetch(std::vector<FsdpState*> states) { backward_prefetch_ = std::move(states); }
   void set_reshard_after_forward(bool value);
+
+  // nn::ScheduledShardingState (a pipeline schedule's UNSHARD / RESHARD / REDUCE_GRAD, pipelining/executor.h),
+  // over this state and every state below its module: HoldForSchedule turns reshard after forward and after
+  // backward and gradient sync off (as FSDPModule's setters with recurse); the others are FSDPModule's Unshard
+  // (group by group, each waited for), Reshard and ReduceGrad.
+  void HoldForSchedule() override;
+  void UnshardForSchedule() override;
+  void ReshardForSchedule() override;
+  void ReduceGradForSchedule() override;
 
   // PyTorch's reset_iter_state, on the root: after an exception aborted a forward or backward, every
   // group waits for and drops its in-flight collectives (the failed iteration's pending gradient

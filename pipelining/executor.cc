@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <string>
 #include <tuple>
 
 #include "comm/future_work.h"
@@ -58,6 +60,26 @@ RankProgram ForwardOnly(const RankProgram& program) {
       continue;
     }
     out.push_back(slot);
+  }
+  return out;
+}
+
+// The topmost scheduled-sharding states of `module`'s tree (none above them inside it), in pre-order.
+std::vector<nn::ScheduledShardingState*> TopShardingStates(nn::Module& module) {
+  std::vector<nn::ScheduledShardingState*> out;
+  std::vector<std::string> tops;  // their modules' paths
+  for (auto& [fqn, m] : module.NamedModules()) {
+    const bool below = std::any_of(tops.begin(), tops.end(), [&, &fqn = fqn](const std::string& top) {
+      return top.empty() || (fqn.size() > top.size() && fqn.compare(0, top.size(), top) == 0 && fqn[top.size()] == '.');
+    });
+    if (below) continue;
+    for (nn::ModuleState* state : m->ComposableStates()) {
+      if (auto* sharding = dynamic_cast<nn::ScheduledShardingState*>(state)) {
+        out.push_back(sharding);
+        tops.push_back(fqn);
+        break;
+      }
+    }
   }
   return out;
 }
@@ -293,12 +315,46 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
   run.bytes_per_microbatch.assign(stages_.size(), 0);
 }
 
+void PipelineExecutor::AdoptStageSharding() {
+  if (sharding_adopted_) return;
+  sharding_adopted_ = true;
+  if (options_.unshard || options_.reshard || options_.reduce_grad) return;  // the caller's own wiring
+  auto tops = std::make_shared<std::map<int, std::vector<nn::ScheduledShardingState*>>>();
+  for (PipelineStage* s : stages_) {
+    std::vector<nn::ScheduledShardingState*> states = TopShardingStates(s->module());
+    if (!states.empty()) (*tops)[s->stage_index()] = std::move(states);
+  }
+  if (tops->empty()) return;
+  for (const auto& [stage, states] : *tops) {
+    for (nn::ScheduledShardingState* state : states) state->HoldForSchedule();
+  }
+  auto each = [tops](void (nn::ScheduledShardingState::*action)()) {
+    return [tops, action](int stage) {
+      auto it = tops->find(stage);
+      if (it == tops->end()) return;
+      for (nn::ScheduledShardingState* state : it->second) (state->*action)();
+    };
+  };
+  options_.unshard = each(&nn::ScheduledShardingState::UnshardForSchedule);
+  options_.reshard = each(&nn::ScheduledShardingState::ReshardForSchedule);
+  options_.reduce_grad = each(&nn::ScheduledShardingState::ReduceGradForSchedule);
+  const bool lowered_for_fsdp = std::any_of(program_.begin(), program_.end(),
+                                            [](const auto& slot) { return slot->kind == ActionKind::kUnshard; });
+  if (lowered_for_fsdp) return;
+  program_ = AddUnshardReshard(program_, options_.max_active_stages);
+  comm_batches_ = CommBatches(program_);
+  eval_program_ = ForwardOnly(program_);
+  eval_batches_ = CommBatches(eval_program_);
+}
+
 StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
+  AdoptStageSharding();
   return RunProgram(program_, comm_batches_, inputs, targets, /*forward_only=*/false);
 }
 
 StepStats PipelineExecutor::Eval(const Tensor& inputs, const Tensor& targets) {
   NoGradGuard no_grad;
+  AdoptStageSharding();
   return RunProgram(eval_program_, eval_batches_, inputs, targets, /*forward_only=*/true);
 }
 

@@ -10,8 +10,16 @@
 //                        Tags (P2PTag) name the sending stage, direction and microbatch.
 //   local boundaries     a neighbouring stage on the same rank (bottom of a V) hands its output / input
 //                        gradient over by a copy; the program has no comm action there.
-//   UNSHARD / RESHARD /  the callbacks of ExecutorOptions (fully_shard composes from outside:
-//   REDUCE_GRAD          pipelining/ does not include fsdp/); no-ops when unset.
+//   UNSHARD / RESHARD /  the callbacks of ExecutorOptions when the caller sets any. Otherwise the stages'
+//   REDUCE_GRAD          own sharding: at the first Step or Eval, the topmost nn::ScheduledShardingState of
+//                        each local stage's module tree (fully_shard applied after the executor was built,
+//                        torchtitan's order) is told to hold its parameters for the schedule (no reshard
+//                        between microbatches, gradients accumulated locally), and each action runs on the
+//                        states of its stage: one all-gather per FSDP group per step, one reduction per
+//                        group per step, as PyTorch's pipelining does for an FSDPModule stage. A program
+//                        lowered without FSDP actions then gets them (AddUnshardReshard over this rank's
+//                        program, window ExecutorOptions::max_active_stages). Stages without such a
+//                        state: the actions are no-ops.
 // Before the first step every local stage runs the shape handshake (stage.h), in increasing stage order.
 //
 // Errors. Any tessel::Error raised while running an action is rethrown with the same code and the prefix
@@ -41,7 +49,11 @@
 namespace tessel::pipelining {
 
 struct ExecutorOptions {
-  std::function<void(int stage)> unshard, reshard, reduce_grad;  // for UNSHARD / RESHARD / REDUCE_GRAD
+  // For UNSHARD / RESHARD / REDUCE_GRAD; all unset: the stages' own sharding (see the file comment).
+  std::function<void(int stage)> unshard, reshard, reduce_grad;
+  // The stages whose parameters may be unsharded at once when the executor adds the FSDP actions itself
+  // (LowerOptions::max_active_stages).
+  int max_active_stages = 3;
   // Called right before a stage's forward of microbatch `mb` (and with mb 0 before its shape handshake's
   // forward): how the Python face hands each microbatch's keyword arguments to the stage module. Null: none.
   std::function<void(int stage, int mb)> before_forward;
@@ -99,6 +111,9 @@ class PipelineExecutor {
   void set_targets_optional(bool optional) { targets_optional_ = optional; }
   // ExecutorOptions::scale_grads for the steps from the next one on (torch reads schedule.scale_grads per step).
   void set_scale_grads(bool scale) { options_.scale_grads = scale; }
+  // The program Step runs (this rank's, without idle slots; after the first Step or Eval with the FSDP actions
+  // the executor added, if any).
+  const RankProgram& program() const { return program_; }
 
  private:
   struct Run;
@@ -107,6 +122,8 @@ class PipelineExecutor {
   PipelineStage& StageAt(int stage) const;
   void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
   void RunCompute(const Action& a, Run& run);
+  // Once, before the first step: drive the stages' ScheduledShardingStates (see the file comment).
+  void AdoptStageSharding();
   StepStats RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,
                        const Tensor& inputs, const Tensor& targets, bool forward_only);
 
@@ -120,6 +137,7 @@ class PipelineExecutor {
   std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
   bool finalize_gradients_ = true;
   bool targets_optional_ = false;
+  bool sharding_adopted_ = false;
 };
 
 }  // namespace tessel::pipelining

@@ -27,7 +27,9 @@ namespace tessel::pipelining {
 // Inserts `sUNSHARD` before the stage's compute is near (prefetching the next `max_active_stages` distinct
 // stages this rank will compute) and `sRESHARD` when a stage leaves that window; every stage is resharded at
 // the end. Drops idle slots. [0F0,0F1,_,0B0,0B1] -> [0UNSHARD,0F0,0F1,0B0,0B1,0RESHARD].
-// REQUIRES: max_active_stages >= 1.
+// Only compute actions (F, B, I, W) move the window; other actions stay in place, so over a lowered program (the
+// executor's, when fully_shard is applied after lowering) every UNSHARD / RESHARD lands right before a compute
+// action or at the end, never inside a run of SEND/RECV. REQUIRES: max_active_stages >= 1.
 RankProgram AddUnshardReshard(const RankProgram& compute, int max_active_stages = 3);
 
 // Appends `sREDUCE_GRAD` right after the stage's `num_microbatches`-th B or W (its last gradient

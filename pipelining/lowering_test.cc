@@ -32,6 +32,14 @@ TEST(LoweringTest, UnshardReshardPrefetchesAndEvictsLeavingStages) {
             "0UNSHARD,1UNSHARD,0F0,0F1,1F0,1F1,1B0,1B1,1RESHARD,0B0,0B1,0RESHARD");
 }
 
+// Over a lowered program (the executor adds FSDP actions when fully_shard came after lowering): sends, receives and
+// REDUCE_GRAD stay in place and do not enter the window, so the switch lands right before the next compute.
+TEST(LoweringTest, UnshardReshardOverALoweredProgramMovesOnlyAtComputeActions) {
+  EXPECT_EQ(ToString(AddUnshardReshard(
+                ParseRankProgram("1RECV_F0,1F0,1SEND_F0,2RECV_F0,2F0,2SEND_F0,1REDUCE_GRAD"), /*max_active_stages=*/1)),
+            "1RECV_F0,1UNSHARD,1F0,1SEND_F0,2RECV_F0,1RESHARD,2UNSHARD,2F0,2SEND_F0,1REDUCE_GRAD,2RESHARD");
+}
+
 TEST(LoweringTest, UnshardWindowOfOneReshardsBeforeEachSwitch) {
   EXPECT_EQ(ToString(AddUnshardReshard(ParseRankProgram("0F0,1F0,1B0,0B0"), /*max_active_stages=*/1)),
             "0UNSHARD,0F0,0RESHARD,1UNSHARD,1F0,1B0,1RESHARD,0UNSHARD,0B0,0RESHARD");

@@ -41,8 +41,10 @@ RankPipeline PipelineModel(const std::function<std::unique_ptr<nn::Module>()>& m
                                                          out.stage_to_rank));
     raw.push_back(out.stages.back().get());
   }
+  const ExecutorOptions executor_options{.max_active_stages = options.lower.max_active_stages,
+                                         .loss_denominator = options.loss_denominator};
   out.executor = std::make_unique<PipelineExecutor>(raw, out.lowered.at(pg->rank()), options.num_microbatches,
-                                                    ExecutorOptions{.loss_denominator = options.loss_denominator});
+                                                    executor_options);
   return out;
 }
 

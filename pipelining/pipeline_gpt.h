@@ -3,8 +3,8 @@
 // them in PipelineStages, generate and lower the schedule, and build the executor.
 //
 // Composition order (DESIGN.md): call this first; apply tensor parallelism, activation checkpointing and
-// fully_shard to each of `modules` afterwards (before the first Step), then build the optimizer over
-// NamedParameters().
+// fully_shard to each of `modules` afterwards (before the first Step: the executor then gathers each stage once per
+// step and reduces it once, executor.h), then build the optimizer over NamedParameters().
 //
 // Invariant: the stages of all ranks together hold every parameter of GPT(cfg) exactly once, with its
 // FQN and its initial value for `seed`; stage s lives on rank StageToRankMap(kind, p, n)[s].

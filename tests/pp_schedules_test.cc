@@ -3,7 +3,11 @@
 // in-flight microbatch peaks it measures equal the simulator's.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "comm/backends/threads.h"
 #include "core/base/error.h"
@@ -177,6 +181,63 @@ TEST(PipelineEvalTest, ForwardOnlyStepsBetweenTrainingStepsChangeNothing) {
     });
     pp_testing::ExpectMatchesReference(got.losses, got.params, /*complete=*/true);
   }
+}
+
+// A sharding state that records what the executor asks of it (what fully_shard's FsdpState does for real:
+// tools/cpp_user/compose_test.cc, tests/comp3d_equivalence_test.cc).
+class RecordingSharding final : public nn::ScheduledShardingState {
+ public:
+  explicit RecordingSharding(std::vector<std::string>* log) : log_(log) {}
+  void HoldForSchedule() override { log_->push_back("hold"); }
+  void UnshardForSchedule() override { log_->push_back("unshard"); }
+  void ReshardForSchedule() override { log_->push_back("reshard"); }
+  void ReduceGradForSchedule() override { log_->push_back("reduce_grad"); }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+// Sharding states attached to the stage modules after the pipeline was built (torchtitan's order) are driven by
+// the program: held once, gathered and resharded once per Step or Eval, reduced once per finalizing Step; a state
+// below another in the stage's tree is left to it; callbacks of the caller's own replace all of this.
+TEST(PipelineStageShardingTest, TheExecutorDrivesTheTopmostShardingStateOfEachStage) {
+  std::mutex mu;
+  std::map<int, std::vector<std::string>> top_logs, nested_logs, wired_logs;
+  std::map<int, std::string> programs;
+  comm::RunRanks(2, [&](comm::ProcessGroupPtr pg) {
+    std::vector<std::string> top, nested, wired;
+    RankPipeline pp = PipelineGPT(Config(), kSeed, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 2});
+    nn::Module& stage = *pp.modules.at(0);
+    stage.SetComposableState("recording", std::make_unique<RecordingSharding>(&top));
+    nn::Module* child = stage.NamedModules().at(1).second;
+    child->SetComposableState("recording", std::make_unique<RecordingSharding>(&nested));
+    auto [idx, tgt] = Batch(0);
+    pp.executor->Step(idx, tgt);
+    pp.executor->Eval(idx, tgt);
+    pp.executor->set_finalize_gradients(false);
+    pp.executor->Step(idx, tgt);
+    // The same stage under an executor given callbacks: only they run.
+    auto record = [&wired](const char* what) { return [&wired, what](int) { wired.push_back(what); }; };
+    PipelineExecutor own({pp.stages.at(0).get()}, pp.lowered.at(pg->rank()), 2,
+                         {.unshard = record("unshard"), .reshard = record("reshard"), .reduce_grad = record("reduce")});
+    top.push_back("--");
+    own.Step(idx, tgt);
+    std::lock_guard<std::mutex> lock(mu);
+    top_logs[pg->rank()] = top;
+    nested_logs[pg->rank()] = nested;
+    wired_logs[pg->rank()] = wired;
+    programs[pg->rank()] = ToString(pp.executor->program());
+  });
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(top_logs[rank], (std::vector<std::string>{"hold", "unshard", "reduce_grad", "reshard", "unshard",
+                                                        "reshard", "unshard", "reshard", "--"}));
+    EXPECT_TRUE(nested_logs[rank].empty());
+    // PipelineGPT lowered without FSDP actions: the caller's callbacks see only the REDUCE_GRAD it has.
+    EXPECT_EQ(wired_logs[rank], (std::vector<std::string>{"reduce"}));
+  }
+  EXPECT_EQ(programs[0], "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD");
+  EXPECT_EQ(programs[1], "1RECV_F0,1UNSHARD,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD");
 }
 
 // The first step of an uneven split (8 rows in 3 microbatches: 3, 3, 2) with no batch on a middle rank:

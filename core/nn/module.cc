@@ -452,6 +452,12 @@ ModuleState* Module::GetComposableState(const std::string& key) const {
   return nullptr;
 }
 
+std::vector<ModuleState*> Module::ComposableStates() const {
+  std::vector<ModuleState*> out;
+  for (const auto& [k, s] : composable_states_) out.push_back(s.get());
+  return out;
+}
+
 namespace {
 
 // A hook's replacement gradients: one per gradient it was given, each undefined or of the same shape.

@@ -60,6 +60,20 @@ class ModuleState {
   virtual ~ModuleState() = default;
 };
 
+// A composable state whose parameters a pipeline schedule gathers and reduces (fsdp/'s fully_shard): pipelining/
+// finds it in each stage's module tree (ComposableStates) and runs the schedule's UNSHARD / RESHARD / REDUCE_GRAD
+// actions through it, without including fsdp/ (PyTorch's pipelining asks isinstance(submod, FSDPModule)). Each call
+// covers the state's module and every such state below it.
+class ScheduledShardingState : public ModuleState {
+ public:
+  // Before the schedule's first step: the parameters stay gathered from UNSHARD to RESHARD (no reshard after each
+  // microbatch's forward or backward) and backward accumulates gradients locally until REDUCE_GRAD.
+  virtual void HoldForSchedule() = 0;
+  virtual void UnshardForSchedule() = 0;     // gathered when it returns
+  virtual void ReshardForSchedule() = 0;
+  virtual void ReduceGradForSchedule() = 0;  // one reduction per group of what backward accumulated
+};
+
 // FQN → tensor, in registration order.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
@@ -190,6 +204,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // --- composable API state --- (one per key; a null `state` detaches)
   void SetComposableState(const std::string& key, std::unique_ptr<ModuleState> state);
   ModuleState* GetComposableState(const std::string& key) const;  // nullptr when absent
+  std::vector<ModuleState*> ComposableStates() const;              // every key's, in attachment order
 
  protected:
   // Called after the child `name` was removed (`now` null) or replaced (`now` the new module).

@@ -1,5 +1,4 @@
-// examples/gpt/parallel_gpt.cc — BuildParallelGpt: pipeline split, then TP -> AC -> fully_shard per part,
-// then the pipeline's FSDP actions wired to the parts' fully_shard handles.
+// examples/gpt/parallel_gpt.cc — BuildParallelGpt: pipeline split, then TP -> AC -> fully_shard per part.
 #include "examples/gpt/parallel_gpt.h"
 
 #include "core/autograd/engine.h"
@@ -10,23 +9,6 @@
 #include "core/tensor/random.h"
 
 namespace tessel::examples {
-namespace {
-
-// UNSHARD / RESHARD / REDUCE_GRAD of stage s act on every fully_shard group of that stage's part.
-pipelining::ExecutorOptions FsdpActions(const std::vector<int>& stage_of_part,
-                                        const std::vector<std::vector<fsdp::FSDPModule>>& groups) {
-  auto of = [stage_of_part, groups](int stage) -> const std::vector<fsdp::FSDPModule>& {
-    for (size_t i = 0; i < stage_of_part.size(); ++i) {
-      if (stage_of_part[i] == stage) return groups[i];
-    }
-    TESSEL_INTERNAL_ASSERT(false, "BuildParallelGpt: stage ", stage, " is not on this rank");
-  };
-  return {.unshard = [of](int s) { for (const auto& g : of(s)) g.Unshard(); },
-          .reshard = [of](int s) { for (const auto& g : of(s)) g.Reshard(); },
-          .reduce_grad = [of](int s) { of(s).back().ReduceGrad(); }};
-}
-
-}  // namespace
 
 ParallelGpt BuildParallelGpt(const nn::GPTConfig& cfg, uint64_t seed, const ParallelMesh& mesh,
                              const ParallelGptOptions& options) {
@@ -55,21 +37,9 @@ ParallelGpt BuildParallelGpt(const nn::GPTConfig& cfg, uint64_t seed, const Para
     CheckpointBlocks(*part, options.tp.activation_checkpointing, options.activation_checkpointing);
     out.fsdp.emplace_back();
   }
-  if (!out.pipeline || !sharded) return out;
-  // 3. The schedule's FSDP actions: gather once per step, accumulate locally, one reduction per group.
-  std::vector<int> stage_of_part;
-  std::vector<pipelining::PipelineStage*> stages;
-  for (size_t i = 0; i < out.parts.size(); ++i) {
-    const fsdp::FSDPModule& root = out.fsdp[i].back();
-    root.SetReshardAfterForward(false);
-    root.SetReshardAfterBackward(false);
-    root.SetRequiresGradientSync(false);
-    stage_of_part.push_back(out.pipeline->stages[i]->stage_index());
-    stages.push_back(out.pipeline->stages[i].get());
-  }
-  const int rank = mesh.pp_group()->rank();
-  out.pipeline->executor = std::make_unique<pipelining::PipelineExecutor>(
-      stages, out.pipeline->lowered.at(rank), options.num_microbatches, FsdpActions(stage_of_part, out.fsdp));
+  // 3. Nothing to wire for the schedule's FSDP actions: at the first step the executor finds each part's
+  // fully_shard states and gathers each part once per step, accumulates locally, reduces once per group
+  // (pipelining/executor.h).
   return out;
 }
 

@@ -2,8 +2,9 @@
 // model (pre-LN residual MLP blocks whose widths divide by no mesh size) on a 2 x 2 mesh of rank threads, (1) under
 // Megatron tensor parallelism with sequence parallelism on "tp", then fully_shard over "dp" (blocks, then the root);
 // (2) split into two pipeline stages (PipelineModel, 1F1B, 2 microbatches) on "pp", each stage under fully_shard
-// over "dp". Losses and every full parameter after three SGD-with-momentum steps equal one-rank training on the
-// global batch (to 1e-5 relative: only the order of float32 sums differs).
+// over "dp", and into four interleaved stages with one gathered at a time: the executor gathers each group once
+// per step and reduces it once (comm tracer). Losses and every full parameter after three SGD-with-momentum steps
+// equal one-rank training on the global batch (to 1e-5 relative: only the order of float32 sums differs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "comm/backends/threads.h"
+#include "comm/tracer.h"
 #include "core/autograd/engine.h"
 #include "core/nn/layers.h"
 #include "core/nn/module.h"
@@ -164,9 +166,24 @@ Trained TpSpFsdp() {
   return rank0;
 }
 
-Trained PipelineFsdp() {
-  const pipelining::ModuleNamesPerStage stages = {{"layers.0", "layers.1"}, {"layers.2", "norm", "head"}};
-  Trained out;
+// What one rank saw of a pipelined run: per step, its all-gathers and reduce-scatters over "dp"; the program its
+// executor ran; whether every fully_shard group of its stages was resharded when each step returned.
+struct RankView {
+  std::vector<std::pair<int, int>> gathers_and_reductions;
+  std::string program;
+  bool always_resharded = true;
+};
+
+struct PipelineRun {
+  Trained trained;
+  std::map<int, RankView> ranks;  // by world rank (pp-major: ranks 0, 1 hold pipeline rank 0)
+};
+
+// Each stage module's blocks, then the stage module itself, under fully_shard over "dp" after PipelineModel built
+// the executor (torchtitan's order): nothing else wires the schedule to fully_shard.
+PipelineRun PipelineFsdp(pipelining::ScheduleKind kind, const pipelining::ModuleNamesPerStage& stages,
+                         int max_active_stages = 3) {
+  PipelineRun out;
   std::mutex mu;
   comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
     dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2, 2}, {"pp", "dp"});
@@ -175,29 +192,42 @@ Trained PipelineFsdp() {
           Generator gen(5);
           return std::make_unique<Net>(gen);
         },
-        stages, mesh.axis_group("pp"), {.kind = pipelining::ScheduleKind::k1F1B, .num_microbatches = 2}, Mse);
+        stages, mesh.axis_group("pp"),
+        {.kind = kind, .num_microbatches = 2, .lower = {.max_active_stages = max_active_stages}}, Mse);
+    std::vector<fsdp::FSDPModule> groups;
     for (auto& stage : pp.modules) {
-      for (auto& [name, block] : stage->Submodule("layers")->NamedChildren()) fsdp::FullyShard(*block, mesh["dp"]);
-      fsdp::FullyShard(*stage, mesh["dp"]);
+      if (stage->HasChild("layers")) {
+        for (auto& [name, block] : stage->Submodule("layers")->NamedChildren()) {
+          groups.push_back(fsdp::FullyShard(*block, mesh["dp"]));
+        }
+      }
+      groups.push_back(fsdp::FullyShard(*stage, mesh["dp"]));
     }
     auto opt = Sgd(pp.NamedParameters());
     const int64_t dp = mesh.local_rank("dp");
     Trained mine;
+    RankView view;
     for (int s = 0; s < kSteps; ++s) {
       auto [x, y] = Batch(s);
+      comm::CommTracer tracer;
       pipelining::StepStats st = pp.executor->Step(Contiguous(Narrow(x, 0, dp * kBatch / 2, kBatch / 2)),
                                                    Contiguous(Narrow(y, 0, dp * kBatch / 2, kBatch / 2)));
+      view.gathers_and_reductions.emplace_back(tracer.Count(comm::CollectiveKind::kAllGather, "dp"),
+                                               tracer.Count(comm::CollectiveKind::kReduceScatter, "dp"));
+      for (const fsdp::FSDPModule& g : groups) view.always_resharded = view.always_resharded && !g.is_unsharded();
       opt->Step();
       opt->ZeroGrad();
       Tensor global = Full(std::vector<int64_t>{1}, st.loss.value_or(0.0), DType::kFloat64);
       world->AllReduce(global, comm::ReduceOp::kSum)->Wait();  // the last stage's two dp ranks hold the losses
       mine.losses.push_back(global.item<double>() / 2);
     }
+    view.program = pipelining::ToString(pp.executor->program());
     std::map<std::string, std::vector<double>> params;
     for (auto& stage : pp.modules) params.merge(FullParams(*stage));
     std::lock_guard<std::mutex> lock(mu);
-    out.params.merge(params);  // each stage's parameters from its ranks (equal across dp)
-    if (world->rank() == 0) out.losses = mine.losses;
+    out.trained.params.merge(params);  // each stage's parameters from its ranks (equal across dp)
+    if (world->rank() == 0) out.trained.losses = mine.losses;
+    out.ranks[world->rank()] = std::move(view);
   });
   return out;
 }
@@ -230,6 +260,45 @@ TEST(CppUser, TensorParallelSequenceParallelAndFullyShardOnATwoByTwoMeshEqualOne
   EXPECT_GT(moved, 1e-3);  // the steps changed the weights being compared
 }
 
-TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRank) { ExpectEqualTraining(PipelineFsdp(), OneRank()); }
+// 1F1B over two stages: each fully_shard group (stage 0: layers.0, layers.1 and a root without parameters; stage 1:
+// layers.2 and the root's norm and head) is all-gathered once per step and reduce-scattered once per step, not once
+// per microbatch's forward and backward (fully_shard per microbatch, as before the executor drove it: 9 all-gathers
+// per step on stage 0's ranks, 6 on stage 1's, 4 reduce-scatters on each).
+TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRankGatheringOncePerStep) {
+  const PipelineRun run = PipelineFsdp(pipelining::ScheduleKind::k1F1B, {{"layers.0", "layers.1"},
+                                                                        {"layers.2", "norm", "head"}});
+  ExpectEqualTraining(run.trained, OneRank());
+  ASSERT_EQ(run.ranks.size(), 4u);
+  for (const auto& [rank, view] : run.ranks) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {2, 2})));
+    EXPECT_TRUE(view.always_resharded);
+  }
+  EXPECT_EQ(run.ranks.at(0).program,
+            "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD");
+  EXPECT_EQ(run.ranks.at(2).program,
+            "1RECV_F0,1UNSHARD,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD");
+}
+
+// Interleaved 1F1B, four stages on two pipeline ranks, at most one stage gathered at a time: each switch between a
+// rank's two stages reshards one and gathers the other, outside the runs of sends and receives.
+TEST(CppUser, InterleavedStagesUnderFullyShardWithAWindowOfOneEqualOneRank) {
+  const PipelineRun run = PipelineFsdp(pipelining::ScheduleKind::kInterleaved1F1B,
+                                       {{"layers.0"}, {"layers.1"}, {"layers.2"}, {"norm", "head"}},
+                                       /*max_active_stages=*/1);
+  ExpectEqualTraining(run.trained, OneRank());
+  ASSERT_EQ(run.ranks.size(), 4u);
+  // Rank 0 computes 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1: stage 0 (layers.0) is gathered twice, stage 2 (layers.2) once;
+  // rank 2 computes stage 1 (layers.1) twice around stage 3 (norm, head) once. One reduce-scatter per group.
+  for (const auto& [rank, view] : run.ranks) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {3, 2})));
+    EXPECT_TRUE(view.always_resharded);
+  }
+  EXPECT_EQ(run.ranks.at(0).program,
+            "0UNSHARD,0F0,0SEND_F0,2RECV_F0,0F1,0SEND_F1,2RECV_F1,0RESHARD,2UNSHARD,2F0,2SEND_F0,2F1,2SEND_F1,2RECV_B0,"
+            "2B0,2SEND_B0,2RECV_B1,2B1,2SEND_B1,2REDUCE_GRAD,0RECV_B0,2RESHARD,0UNSHARD,0B0,0RECV_B1,0B1,0REDUCE_GRAD,"
+            "0RESHARD");
+}
 
 }  // namespace
