@@ -136,6 +136,9 @@ void BindRuntime(py::module_& m) {
                        std::optional<std::function<void(int, int)>> before_forward) {
              pp::ExecutorOptions options;
              options.scale_grads = scale_grads;
+             // The Python face wires fully_shard below; its DistributedDataParallel sets gradient sync itself at
+             // every forward, which the executor's hold for the schedule would contradict.
+             options.drive_stage_sharding = false;
              if (before_forward) options.before_forward = std::move(*before_forward);  // takes the GIL to call
              if (!fsdp_groups.empty()) {
                TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",

@@ -56,11 +56,18 @@ Shape RowsShape(const Tensor& p, int64_t rows) {
 
 }  // namespace
 
-class ReplicateState final : public nn::ModuleState {
+class ReplicateState final : public nn::ScheduledShardingState {
  public:
   ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options);
   void OnGradReady(size_t bucket, size_t index);
   void EndOfBackward();
+  // nn::ScheduledShardingState (a pipeline schedule's actions, pipelining/executor.h): the parameters stay whole,
+  // so UNSHARD and RESHARD do nothing; backward accumulates locally (torch's no_sync), and REDUCE_GRAD reduces
+  // the sum once per bucket as a synced backward's end would (PyTorch's stage syncs DDP on the last backward).
+  void HoldForSchedule() override { sync_ = false; }
+  void UnshardForSchedule() override {}
+  void ReshardForSchedule() override {}
+  void ReduceGradForSchedule() override;
   void AllGatherParameters();  // ZeRO step: every rank's updated rows into every rank's parameters
   nn::StateDict Pieces() const;
   void SetPieceGradsFromFull();  // stage 1: the pieces' grads are views of the averaged .grad
@@ -283,6 +290,12 @@ void ReplicateState::EndOfBackward() {
   }
   if (options_.find_unused_parameters) AllReduceUsedFlags();
   ClearIteration();
+}
+
+void ReplicateState::ReduceGradForSchedule() {
+  TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), "Replicate(", module_->type_name(),
+                    "): a pipeline's REDUCE_GRAD inside a backward");
+  EndOfBackward();
 }
 
 // One flag per bucketed parameter, summed over the ranks after every bucket: a parameter no rank had a

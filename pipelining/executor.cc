@@ -318,7 +318,7 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
 void PipelineExecutor::AdoptStageSharding() {
   if (sharding_adopted_) return;
   sharding_adopted_ = true;
-  if (options_.unshard || options_.reshard || options_.reduce_grad) return;  // the caller's own wiring
+  if (!options_.drive_stage_sharding || options_.unshard || options_.reshard || options_.reduce_grad) return;
   auto tops = std::make_shared<std::map<int, std::vector<nn::ScheduledShardingState*>>>();
   for (PipelineStage* s : stages_) {
     std::vector<nn::ScheduledShardingState*> states = TopShardingStates(s->module());

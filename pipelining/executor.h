@@ -16,7 +16,8 @@
 //                        torchtitan's order) is told to hold its parameters for the schedule (no reshard
 //                        between microbatches, gradients accumulated locally), and each action runs on the
 //                        states of its stage: one all-gather per FSDP group per step, one reduction per
-//                        group per step, as PyTorch's pipelining does for an FSDPModule stage. A program
+//                        group per step, as PyTorch's pipelining does for an FSDPModule stage (Replicate's
+//                        state: gradients accumulated, one all-reduce per bucket per step). A program
 //                        lowered without FSDP actions then gets them (AddUnshardReshard over this rank's
 //                        program, window ExecutorOptions::max_active_stages). Stages without such a
 //                        state: the actions are no-ops.
@@ -54,6 +55,9 @@ struct ExecutorOptions {
   // The stages whose parameters may be unsharded at once when the executor adds the FSDP actions itself
   // (LowerOptions::max_active_stages).
   int max_active_stages = 3;
+  // False: the stages' own sharding states are left alone even without callbacks (the Python face wires
+  // fully_shard itself, and its DistributedDataParallel sets gradient sync at every forward).
+  bool drive_stage_sharding = true;
   // Called right before a stage's forward of microbatch `mb` (and with mb 0 before its shape handshake's
   // forward): how the Python face hands each microbatch's keyword arguments to the stage module. Null: none.
   std::function<void(int stage, int mb)> before_forward;

@@ -199,7 +199,8 @@ class RecordingSharding final : public nn::ScheduledShardingState {
 
 // Sharding states attached to the stage modules after the pipeline was built (torchtitan's order) are driven by
 // the program: held once, gathered and resharded once per Step or Eval, reduced once per finalizing Step; a state
-// below another in the stage's tree is left to it; callbacks of the caller's own replace all of this.
+// below another in the stage's tree is left to it; callbacks of the caller's own, or drive_stage_sharding = false,
+// replace all of this.
 TEST(PipelineStageShardingTest, TheExecutorDrivesTheTopmostShardingStateOfEachStage) {
   std::mutex mu;
   std::map<int, std::vector<std::string>> top_logs, nested_logs, wired_logs;
@@ -222,6 +223,10 @@ TEST(PipelineStageShardingTest, TheExecutorDrivesTheTopmostShardingStateOfEachSt
                          {.unshard = record("unshard"), .reshard = record("reshard"), .reduce_grad = record("reduce")});
     top.push_back("--");
     own.Step(idx, tgt);
+    // ... and under one told to leave the stages' sharding alone (the Python face's), nothing runs.
+    PipelineExecutor passive({pp.stages.at(0).get()}, pp.lowered.at(pg->rank()), 2, {.drive_stage_sharding = false});
+    passive.Step(idx, tgt);
+    passive.Eval(idx, tgt);
     std::lock_guard<std::mutex> lock(mu);
     top_logs[pg->rank()] = top;
     nested_logs[pg->rank()] = nested;

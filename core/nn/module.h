@@ -60,10 +60,10 @@ class ModuleState {
   virtual ~ModuleState() = default;
 };
 
-// A composable state whose parameters a pipeline schedule gathers and reduces (fsdp/'s fully_shard): pipelining/
-// finds it in each stage's module tree (ComposableStates) and runs the schedule's UNSHARD / RESHARD / REDUCE_GRAD
-// actions through it, without including fsdp/ (PyTorch's pipelining asks isinstance(submod, FSDPModule)). Each call
-// covers the state's module and every such state below it.
+// A composable state whose parameters a pipeline schedule gathers and reduces (fsdp/'s fully_shard and Replicate):
+// pipelining/ finds it in each stage's module tree (ComposableStates) and runs the schedule's UNSHARD / RESHARD /
+// REDUCE_GRAD actions through it, without including fsdp/ (PyTorch's pipelining asks isinstance(submod,
+// FSDPModule)). Each call covers the state's module and every such state below it.
 class ScheduledShardingState : public ModuleState {
  public:
   // Before the schedule's first step: the parameters stay gathered from UNSHARD to RESHARD (no reshard after each

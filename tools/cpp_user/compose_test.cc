@@ -2,8 +2,8 @@
 // model (pre-LN residual MLP blocks whose widths divide by no mesh size) on a 2 x 2 mesh of rank threads, (1) under
 // Megatron tensor parallelism with sequence parallelism on "tp", then fully_shard over "dp" (blocks, then the root);
 // (2) split into two pipeline stages (PipelineModel, 1F1B, 2 microbatches) on "pp", each stage under fully_shard
-// over "dp", and into four interleaved stages with one gathered at a time: the executor gathers each group once
-// per step and reduces it once (comm tracer). Losses and every full parameter after three SGD-with-momentum steps
+// over "dp", and into four interleaved stages with one gathered at a time, and two stages under Replicate: the
+// executor gathers each group once per step and reduces it once (comm tracer). Losses and every full parameter after three SGD-with-momentum steps
 // equal one-rank training on the global batch (to 1e-5 relative: only the order of float32 sums differs).
 #include <gtest/gtest.h>
 
@@ -30,6 +30,7 @@
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/replicate.h"
 #include "pipelining/pipeline_gpt.h"
 #include "tp/parallelize_module.h"
 
@@ -166,10 +167,12 @@ Trained TpSpFsdp() {
   return rank0;
 }
 
-// What one rank saw of a pipelined run: per step, its all-gathers and reduce-scatters over "dp"; the program its
-// executor ran; whether every fully_shard group of its stages was resharded when each step returned.
+// What one rank saw of a pipelined run: per step, its all-gathers and reduce-scatters over "dp" (all-reduces under
+// Replicate); the program its executor ran; whether every fully_shard group of its stages was resharded when each
+// step returned.
 struct RankView {
   std::vector<std::pair<int, int>> gathers_and_reductions;
+  std::vector<int> all_reduces;
   std::string program;
   bool always_resharded = true;
 };
@@ -179,10 +182,12 @@ struct PipelineRun {
   std::map<int, RankView> ranks;  // by world rank (pp-major: ranks 0, 1 hold pipeline rank 0)
 };
 
+enum class DataParallel { kFullyShard, kReplicate };
+
 // Each stage module's blocks, then the stage module itself, under fully_shard over "dp" after PipelineModel built
-// the executor (torchtitan's order): nothing else wires the schedule to fully_shard.
-PipelineRun PipelineFsdp(pipelining::ScheduleKind kind, const pipelining::ModuleNamesPerStage& stages,
-                         int max_active_stages = 3) {
+// the executor (torchtitan's order), or each stage module under Replicate: nothing else wires the schedule to them.
+PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining::ModuleNamesPerStage& stages,
+                                 int max_active_stages = 3, DataParallel dp_kind = DataParallel::kFullyShard) {
   PipelineRun out;
   std::mutex mu;
   comm::RunRanks(4, [&](comm::ProcessGroupPtr world) {
@@ -196,6 +201,10 @@ PipelineRun PipelineFsdp(pipelining::ScheduleKind kind, const pipelining::Module
         {.kind = kind, .num_microbatches = 2, .lower = {.max_active_stages = max_active_stages}}, Mse);
     std::vector<fsdp::FSDPModule> groups;
     for (auto& stage : pp.modules) {
+      if (dp_kind == DataParallel::kReplicate) {
+        fsdp::Replicate(*stage, mesh["dp"]);
+        continue;
+      }
       if (stage->HasChild("layers")) {
         for (auto& [name, block] : stage->Submodule("layers")->NamedChildren()) {
           groups.push_back(fsdp::FullyShard(*block, mesh["dp"]));
@@ -214,6 +223,7 @@ PipelineRun PipelineFsdp(pipelining::ScheduleKind kind, const pipelining::Module
                                                    Contiguous(Narrow(y, 0, dp * kBatch / 2, kBatch / 2)));
       view.gathers_and_reductions.emplace_back(tracer.Count(comm::CollectiveKind::kAllGather, "dp"),
                                                tracer.Count(comm::CollectiveKind::kReduceScatter, "dp"));
+      view.all_reduces.push_back(tracer.Count(comm::CollectiveKind::kAllReduce, "dp"));
       for (const fsdp::FSDPModule& g : groups) view.always_resharded = view.always_resharded && !g.is_unsharded();
       opt->Step();
       opt->ZeroGrad();
@@ -265,8 +275,8 @@ TEST(CppUser, TensorParallelSequenceParallelAndFullyShardOnATwoByTwoMeshEqualOne
 // per microbatch's forward and backward (fully_shard per microbatch, as before the executor drove it: 9 all-gathers
 // per step on stage 0's ranks, 6 on stage 1's, 4 reduce-scatters on each).
 TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRankGatheringOncePerStep) {
-  const PipelineRun run = PipelineFsdp(pipelining::ScheduleKind::k1F1B, {{"layers.0", "layers.1"},
-                                                                        {"layers.2", "norm", "head"}});
+  const PipelineRun run = PipelineDataParallel(pipelining::ScheduleKind::k1F1B, {{"layers.0", "layers.1"},
+                                                                                {"layers.2", "norm", "head"}});
   ExpectEqualTraining(run.trained, OneRank());
   ASSERT_EQ(run.ranks.size(), 4u);
   for (const auto& [rank, view] : run.ranks) {
@@ -283,9 +293,9 @@ TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRankGatheringOncePerStep)
 // Interleaved 1F1B, four stages on two pipeline ranks, at most one stage gathered at a time: each switch between a
 // rank's two stages reshards one and gathers the other, outside the runs of sends and receives.
 TEST(CppUser, InterleavedStagesUnderFullyShardWithAWindowOfOneEqualOneRank) {
-  const PipelineRun run = PipelineFsdp(pipelining::ScheduleKind::kInterleaved1F1B,
-                                       {{"layers.0"}, {"layers.1"}, {"layers.2"}, {"norm", "head"}},
-                                       /*max_active_stages=*/1);
+  const PipelineRun run = PipelineDataParallel(pipelining::ScheduleKind::kInterleaved1F1B,
+                                               {{"layers.0"}, {"layers.1"}, {"layers.2"}, {"norm", "head"}},
+                                               /*max_active_stages=*/1);
   ExpectEqualTraining(run.trained, OneRank());
   ASSERT_EQ(run.ranks.size(), 4u);
   // Rank 0 computes 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1: stage 0 (layers.0) is gathered twice, stage 2 (layers.2) once;
@@ -299,6 +309,21 @@ TEST(CppUser, InterleavedStagesUnderFullyShardWithAWindowOfOneEqualOneRank) {
             "0UNSHARD,0F0,0SEND_F0,2RECV_F0,0F1,0SEND_F1,2RECV_F1,0RESHARD,2UNSHARD,2F0,2SEND_F0,2F1,2SEND_F1,2RECV_B0,"
             "2B0,2SEND_B0,2RECV_B1,2B1,2SEND_B1,2REDUCE_GRAD,0RECV_B0,2RESHARD,0UNSHARD,0B0,0RECV_B1,0B1,0REDUCE_GRAD,"
             "0RESHARD");
+}
+
+// Two 1F1B stages each under Replicate (DDP): the gradients accumulate over the microbatches and each stage's one
+// bucket is all-reduced once per step (Replicate on its own all-reduced it after each microbatch's backward: 2).
+TEST(CppUser, TwoPipelineStagesEachReplicatedEqualOneRankReducingOncePerStep) {
+  const PipelineRun run = PipelineDataParallel(pipelining::ScheduleKind::k1F1B,
+                                               {{"layers.0", "layers.1"}, {"layers.2", "norm", "head"}},
+                                               /*max_active_stages=*/3, DataParallel::kReplicate);
+  ExpectEqualTraining(run.trained, OneRank());
+  ASSERT_EQ(run.ranks.size(), 4u);
+  for (const auto& [rank, view] : run.ranks) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(view.all_reduces, std::vector<int>(kSteps, 1));
+    EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {0, 0})));
+  }
 }
 
 }  // namespace
