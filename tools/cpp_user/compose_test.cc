@@ -3,8 +3,9 @@
 // Megatron tensor parallelism with sequence parallelism on "tp", then fully_shard over "dp" (blocks, then the root);
 // (2) split into two pipeline stages (PipelineModel, 1F1B, 2 microbatches) on "pp", each stage under fully_shard
 // over "dp", and into four interleaved stages with one gathered at a time, and two stages under Replicate: the
-// executor gathers each group once per step and reduces it once (comm tracer). Losses and every full parameter after three SGD-with-momentum steps
-// equal one-rank training on the global batch (to 1e-5 relative: only the order of float32 sums differs).
+// executor gathers each group once per step and reduces it once (comm tracer). Losses and every full parameter
+// after three SGD-with-momentum steps equal one-rank training on the global batch (to 1e-5 relative: only the
+// order of float32 sums differs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
