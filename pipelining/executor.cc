@@ -268,6 +268,13 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
 void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Run& run) {
   const int rank = stages_[0]->group().rank();
   const Tensor& rows_from = inputs.defined() ? inputs : targets;
+  // The microbatch sizes come from the inputs; targets of other rows would be split differently, and a loss that
+  // broadcasts (or only reduces) would pair outputs with the wrong rows without an error.
+  TESSEL_CHECK(!inputs.defined() || !targets.defined() || inputs.dim() == 0 || targets.dim() == 0 ||
+                   inputs.size(0) == targets.size(0),
+               "pipeline rank ", rank, ": the inputs have ", inputs.size(0), " rows ", ShapeStr(inputs.sizes()),
+               " but the targets ", targets.size(0), " ", ShapeStr(targets.sizes()), "; both are split into ",
+               num_microbatches_, " microbatches along dim 0, so they need the same number of rows");
   if (stages_.front()->is_first()) {
     TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
     run.inputs = SplitMicrobatches(inputs, num_microbatches_);

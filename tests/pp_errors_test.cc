@@ -173,5 +173,15 @@ TEST(PipelineErrorsTest, BatchSmallerThanTheMicrobatchCountIsInvalidArgumentOnEv
   });
 }
 
+// Targets with other rows than the inputs: an error naming both shapes on the rank given them, before any
+// communication (split apart, a loss that broadcasts would pair outputs with the wrong rows without an error).
+TEST(PipelineErrorsTest, TargetsWithOtherRowsThanTheInputsAreInvalidArgument) {
+  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
+    RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 2});
+    ExpectErrorContains([&] { pp.executor->Step(Tokens(8), Tokens(4)); }, ErrorCode::kInvalidArgument,
+                        Str("pipeline rank ", pg->rank(), ": the inputs have 8 rows [8, 4] but the targets 4 [4, 4]"));
+  });
+}
+
 }  // namespace
 }  // namespace tessel::pipelining
