@@ -84,6 +84,11 @@ std::vector<nn::ScheduledShardingState*> TopShardingStates(nn::Module& module) {
   return out;
 }
 
+bool HasUnshard(const RankProgram& program) {
+  return std::any_of(program.begin(), program.end(),
+                     [](const auto& slot) { return slot->kind == ActionKind::kUnshard; });
+}
+
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgram program, int num_microbatches,
@@ -92,10 +97,11 @@ PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgr
       program_(WithoutIdle(program)),
       num_microbatches_(num_microbatches),
       options_(std::move(options)),
-      comm_batches_(CommBatches(program_)),
-      eval_program_(ForwardOnly(program_)),
-      eval_batches_(CommBatches(eval_program_)) {
+      caller_wired_(options_.unshard || options_.reshard || options_.reduce_grad) {
   TESSEL_CHECK(!stages_.empty(), "PipelineExecutor: no stages on this rank");
+  TESSEL_CHECK(options_.max_active_stages >= 1, "PipelineExecutor: max_active_stages must be >= 1, got ",
+               options_.max_active_stages);
+  BuildDerivedPrograms();
   std::sort(stages_.begin(), stages_.end(),
             [](const PipelineStage* a, const PipelineStage* b) { return a->stage_index() < b->stage_index(); });
   for (size_t i = 1; i < stages_.size(); ++i) {
@@ -323,34 +329,54 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
 }
 
 void PipelineExecutor::AdoptStageSharding() {
-  if (sharding_adopted_) return;
-  sharding_adopted_ = true;
-  if (!options_.drive_stage_sharding || options_.unshard || options_.reshard || options_.reduce_grad) return;
-  auto tops = std::make_shared<std::map<int, std::vector<nn::ScheduledShardingState*>>>();
+  if (!options_.drive_stage_sharding || caller_wired_) return;
+  std::map<int, std::vector<nn::ScheduledShardingState*>> found;
   for (PipelineStage* s : stages_) {
     std::vector<nn::ScheduledShardingState*> states = TopShardingStates(s->module());
-    if (!states.empty()) (*tops)[s->stage_index()] = std::move(states);
+    if (!states.empty()) found[s->stage_index()] = std::move(states);
   }
-  if (tops->empty()) return;
-  for (const auto& [stage, states] : *tops) {
-    for (nn::ScheduledShardingState* state : states) state->HoldForSchedule();
+  if (found == *stage_sharding_) return;  // as at the last step (none: nothing to drive)
+  // States new since the last step (fully_shard or Replicate applied before this one): held from now on. A
+  // state applied after a step is driven from the next, as PyTorch's stage checks for an FSDPModule each time.
+  for (const auto& [stage, states] : found) {
+    const auto before = stage_sharding_->find(stage);
+    for (nn::ScheduledShardingState* state : states) {
+      const bool known = before != stage_sharding_->end() &&
+                         std::find(before->second.begin(), before->second.end(), state) != before->second.end();
+      if (!known) state->HoldForSchedule();
+    }
   }
-  auto each = [tops](void (nn::ScheduledShardingState::*action)()) {
-    return [tops, action](int stage) {
-      auto it = tops->find(stage);
-      if (it == tops->end()) return;
-      for (nn::ScheduledShardingState* state : it->second) (state->*action)();
+  *stage_sharding_ = std::move(found);
+  if (!options_.unshard) {
+    auto each = [states = stage_sharding_](void (nn::ScheduledShardingState::*action)()) {
+      return [states, action](int stage) {
+        auto it = states->find(stage);
+        if (it == states->end()) return;
+        for (nn::ScheduledShardingState* state : it->second) (state->*action)();
+      };
     };
-  };
-  options_.unshard = each(&nn::ScheduledShardingState::UnshardForSchedule);
-  options_.reshard = each(&nn::ScheduledShardingState::ReshardForSchedule);
-  options_.reduce_grad = each(&nn::ScheduledShardingState::ReduceGradForSchedule);
-  const bool lowered_for_fsdp = std::any_of(program_.begin(), program_.end(),
-                                            [](const auto& slot) { return slot->kind == ActionKind::kUnshard; });
-  if (lowered_for_fsdp) return;
-  program_ = AddUnshardReshard(program_, options_.max_active_stages);
+    options_.unshard = each(&nn::ScheduledShardingState::UnshardForSchedule);
+    options_.reshard = each(&nn::ScheduledShardingState::ReshardForSchedule);
+    options_.reduce_grad = each(&nn::ScheduledShardingState::ReduceGradForSchedule);
+  }
+  if (!HasUnshard(program_)) {
+    program_ = AddUnshardReshard(program_, options_.max_active_stages);
+    BuildDerivedPrograms();
+  }
+}
+
+void PipelineExecutor::BuildDerivedPrograms() {
   comm_batches_ = CommBatches(program_);
+  // Eval's program: the forward's actions, with UNSHARD / RESHARD placed for them alone (those of the full
+  // program, placed for its backward too, would gather stages the forward switches past without computing).
   eval_program_ = ForwardOnly(program_);
+  if (HasUnshard(eval_program_)) {
+    RankProgram bare;
+    for (const auto& slot : eval_program_) {
+      if (slot->kind != ActionKind::kUnshard && slot->kind != ActionKind::kReshard) bare.push_back(slot);
+    }
+    eval_program_ = AddUnshardReshard(bare, options_.max_active_stages);
+  }
   eval_batches_ = CommBatches(eval_program_);
 }
 

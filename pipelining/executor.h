@@ -11,9 +11,10 @@
 //   local boundaries     a neighbouring stage on the same rank (bottom of a V) hands its output / input
 //                        gradient over by a copy; the program has no comm action there.
 //   UNSHARD / RESHARD /  the callbacks of ExecutorOptions when the caller sets any. Otherwise the stages'
-//   REDUCE_GRAD          own sharding: at the first Step or Eval, the topmost nn::ScheduledShardingState of
+//   REDUCE_GRAD          own sharding: at each Step or Eval, the topmost nn::ScheduledShardingState of
 //                        each local stage's module tree (fully_shard applied after the executor was built,
-//                        torchtitan's order) is told to hold its parameters for the schedule (no reshard
+//                        torchtitan's order; one new since the last step is taken up from this step on)
+//                        is told to hold its parameters for the schedule (no reshard
 //                        between microbatches, gradients accumulated locally), and each action runs on the
 //                        states of its stage: one all-gather per FSDP group per step, one reduction per
 //                        group per step, as PyTorch's pipelining does for an FSDPModule stage (Replicate's
@@ -41,6 +42,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -126,8 +128,11 @@ class PipelineExecutor {
   PipelineStage& StageAt(int stage) const;
   void StartStep(const Tensor& inputs, const Tensor& targets, Run& run);
   void RunCompute(const Action& a, Run& run);
-  // Once, before the first step: drive the stages' ScheduledShardingStates (see the file comment).
+  // Before each step: drive the stages' ScheduledShardingStates, those new since the last step held first (see
+  // the file comment).
   void AdoptStageSharding();
+  // comm_batches_, eval_program_ and eval_batches_ from program_.
+  void BuildDerivedPrograms();
   StepStats RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,
                        const Tensor& inputs, const Tensor& targets, bool forward_only);
 
@@ -135,13 +140,16 @@ class PipelineExecutor {
   RankProgram program_;
   int num_microbatches_;
   ExecutorOptions options_;
+  bool caller_wired_;  // the caller set UNSHARD / RESHARD / REDUCE_GRAD callbacks
+  // The stages' driven sharding states (topmost per stage), as found at the last step; shared with the callbacks.
+  std::shared_ptr<std::map<int, std::vector<nn::ScheduledShardingState*>>> stage_sharding_ =
+      std::make_shared<std::map<int, std::vector<nn::ScheduledShardingState*>>>();
   std::vector<std::pair<int, int>> comm_batches_;
-  RankProgram eval_program_;  // program_ without its backward actions (Eval)
+  RankProgram eval_program_;  // program_'s forward actions, FSDP actions placed for them alone (Eval)
   std::vector<std::pair<int, int>> eval_batches_;
   std::vector<int64_t> last_sizes_;  // the last step's microbatch rows (for a middle rank's Step with no batch)
   bool finalize_gradients_ = true;
   bool targets_optional_ = false;
-  bool sharding_adopted_ = false;
 };
 
 }  // namespace tessel::pipelining

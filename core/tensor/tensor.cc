@@ -160,7 +160,10 @@ void* TensorImpl::raw_data() const {
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, numel_ == 0 || storage_.nbytes() > 0, "raw_data: a ", dtype_,
                     " tensor of shape ", ShapeStr(sizes_), " reads a storage whose bytes were freed: fully_shard ",
                     "frees a group's unsharded parameters after forward and gathers them again before a backward ",
-                    "that reads them, unless set_unshard_in_backward(false) was set on its module");
+                    "that reads them, unless set_unshard_in_backward(false) was set on its module; a split ",
+                    "backward (a pipeline's I, then W) reads them after the group resharded at the end of I unless ",
+                    "the group is held gathered for the schedule (the pipeline executor holds the fully_shard states ",
+                    "it drives)");
   return static_cast<char*>(storage_.data()) + storage_offset_ * ElementSize(dtype_);
 }
 

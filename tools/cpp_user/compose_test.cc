@@ -33,27 +33,17 @@
 #include "fsdp/fully_shard.h"
 #include "fsdp/replicate.h"
 #include "pipelining/pipeline_gpt.h"
+#include "tools/cpp_user/user_model.h"
 #include "tp/parallelize_module.h"
 
 namespace {
 
 using namespace tessel;
+using namespace tessel_user;
 
-constexpr int64_t kC = 13, kH = 21, kOut = 3, kBatch = 8, kSeq = 4;
+constexpr int64_t kBatch = 8;
 constexpr int kLayers = 3, kSteps = 3;
 
-class Block : public nn::Module {  // x + down(gelu(up(ln(x))))
- public:
-  explicit Block(Generator& gen) : nn::Module("Block") {
-    RegisterModule("ln", std::make_shared<nn::LayerNorm>(kC));
-    RegisterModule("up", std::make_shared<nn::Linear>(kC, kH, true, gen, 0.2));
-    RegisterModule("down", std::make_shared<nn::Linear>(kH, kC, true, gen, 0.2));
-  }
-  TensorList Forward(const TensorList& in) override {
-    Tensor h = (*Submodule("up"))((*Submodule("ln"))(in.at(0)));
-    return {Add(in.at(0), (*Submodule("down"))(Gelu(h, "tanh")))};
-  }
-};
 
 class Net : public nn::Module {
  public:
@@ -83,24 +73,11 @@ std::pair<Tensor, Tensor> Batch(int step) {  // [B, T, C] inputs, [B, T, O] targ
   return {x, Randn(std::vector<int64_t>{kBatch, kSeq, kOut}, g)};
 }
 
-Tensor Mse(const Tensor& pred, const Tensor& y) {
-  Tensor d = Sub(pred, y);
-  return Mean(Mul(d, d));
-}
-
 struct Trained {
   std::vector<double> losses;
   std::map<std::string, std::vector<double>> params;  // full values
   std::map<std::string, std::vector<double>> initial;
 };
-
-std::map<std::string, std::vector<double>> FullParams(nn::Module& m) {
-  std::map<std::string, std::vector<double>> out;
-  for (auto& [fqn, p] : m.NamedParameters()) {
-    out[fqn] = (p.is_distributed() ? dtensor::DTensor(p).FullTensor() : p).ToDoubleVector();
-  }
-  return out;
-}
 
 std::unique_ptr<optim::Optimizer> Sgd(const nn::StateDict& params) {
   return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
@@ -174,6 +151,7 @@ Trained TpSpFsdp() {
 struct RankView {
   std::vector<std::pair<int, int>> gathers_and_reductions;
   std::vector<int> all_reduces;
+  int eval_all_gathers = 0;  // of an Eval after the steps
   std::string program;
   bool always_resharded = true;
 };
@@ -231,6 +209,13 @@ PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining
       Tensor global = Full(std::vector<int64_t>{1}, st.loss.value_or(0.0), DType::kFloat64);
       world->AllReduce(global, comm::ReduceOp::kSum)->Wait();  // the last stage's two dp ranks hold the losses
       mine.losses.push_back(global.item<double>() / 2);
+    }
+    {
+      auto [x, y] = Batch(0);
+      comm::CommTracer tracer;
+      pp.executor->Eval(Contiguous(Narrow(x, 0, dp * kBatch / 2, kBatch / 2)),
+                        Contiguous(Narrow(y, 0, dp * kBatch / 2, kBatch / 2)));
+      view.eval_all_gathers = tracer.Count(comm::CollectiveKind::kAllGather, "dp");
     }
     view.program = pipelining::ToString(pp.executor->program());
     std::map<std::string, std::vector<double>> params;
@@ -300,10 +285,13 @@ TEST(CppUser, InterleavedStagesUnderFullyShardWithAWindowOfOneEqualOneRank) {
   ExpectEqualTraining(run.trained, OneRank());
   ASSERT_EQ(run.ranks.size(), 4u);
   // Rank 0 computes 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1: stage 0 (layers.0) is gathered twice, stage 2 (layers.2) once;
-  // rank 2 computes stage 1 (layers.1) twice around stage 3 (norm, head) once. One reduce-scatter per group.
+  // rank 2 computes stage 1 (layers.1) twice around stage 3 (norm, head) once. One reduce-scatter per group. Eval
+  // computes 0F0 0F1 2F0 2F1: each stage gathered once (the full program's windows would gather stage 0 a second
+  // time, for backwards Eval does not run).
   for (const auto& [rank, view] : run.ranks) {
     SCOPED_TRACE(rank);
     EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {3, 2})));
+    EXPECT_EQ(view.eval_all_gathers, 2);
     EXPECT_TRUE(view.always_resharded);
   }
   EXPECT_EQ(run.ranks.at(0).program,
