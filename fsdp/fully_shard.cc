@@ -465,10 +465,38 @@ void FSDPModule::ReduceGrad(bool recurse) const {
 }
 
 void FsdpState::HoldForSchedule() {
-  const FSDPModule tree(module_, this);
-  tree.SetReshardAfterForward(false);
-  tree.SetReshardAfterBackward(false);
-  tree.SetRequiresGradientSync(false);
+  for (nn::Module* m : SelectedStates(FSDPModule(module_, this), /*recurse=*/true)) {
+    FsdpState* s = FsdpState::Of(*m);
+    if (s->held_) continue;
+    HeldSettings saved{.reshard_after_forward = s->options_.reshard_after_forward,
+                       .reshard_after_forward_size = s->options_.reshard_after_forward_size};
+    if (ParamGroup* g = s->group()) {
+      saved.group_reshard_after_forward = g->reshard_after_forward;
+      saved.reshard_after_backward = g->reshard_after_backward;
+      saved.requires_gradient_sync = g->requires_gradient_sync;
+      saved.post_forward_group = g->post_forward_group();
+      g->reshard_after_backward = false;
+      g->requires_gradient_sync = false;
+    }
+    s->held_ = std::move(saved);
+    s->set_reshard_after_forward(false);
+  }
+}
+
+void FsdpState::ReleaseFromSchedule() {
+  for (nn::Module* m : SelectedStates(FSDPModule(module_, this), /*recurse=*/true)) {
+    FsdpState* s = FsdpState::Of(*m);
+    if (!s->held_) continue;
+    s->options_.reshard_after_forward = s->held_->reshard_after_forward;
+    s->options_.reshard_after_forward_size = s->held_->reshard_after_forward_size;
+    if (ParamGroup* g = s->group()) {
+      g->reshard_after_forward = s->held_->group_reshard_after_forward;
+      g->reshard_after_backward = s->held_->reshard_after_backward;
+      g->requires_gradient_sync = s->held_->requires_gradient_sync;
+      g->SetPostForwardGroup(s->held_->post_forward_group);
+    }
+    s->held_.reset();
+  }
 }
 
 // One group at a time: one all-gather's comm buffer at a time, as planner/ plans the comm ledger.

@@ -63,8 +63,16 @@ class ReplicateState final : public nn::ScheduledShardingState {
   void EndOfBackward();
   // nn::ScheduledShardingState (a pipeline schedule's actions, pipelining/executor.h): the parameters stay whole,
   // so UNSHARD and RESHARD do nothing; backward accumulates locally (torch's no_sync), and REDUCE_GRAD reduces
-  // the sum once per bucket as a synced backward's end would (PyTorch's stage syncs DDP on the last backward).
-  void HoldForSchedule() override { sync_ = false; }
+  // the sum once per bucket as a synced backward's end would (PyTorch's stage syncs DDP on the last backward);
+  // released, the sync setting is back.
+  void HoldForSchedule() override {
+    if (!held_sync_) held_sync_ = sync_;
+    sync_ = false;
+  }
+  void ReleaseFromSchedule() override {
+    if (held_sync_) sync_ = *held_sync_;
+    held_sync_.reset();
+  }
   void UnshardForSchedule() override {}
   void ReshardForSchedule() override {}
   void ReduceGradForSchedule() override;
@@ -77,6 +85,7 @@ class ReplicateState final : public nn::ScheduledShardingState {
   ReplicateOptions options_;
   std::vector<Bucket> buckets_;
   bool sync_ = true;
+  std::optional<bool> held_sync_;  // sync_ before a pipeline schedule held it
   std::vector<std::string> unused_;  // UnusedInLastBackward()
 
  private:

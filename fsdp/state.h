@@ -29,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,9 +73,10 @@ class FsdpState final : public nn::ScheduledShardingState {
 
   // nn::ScheduledShardingState (a pipeline schedule's UNSHARD / RESHARD / REDUCE_GRAD, pipelining/executor.h),
   // over this state and every state below its module: HoldForSchedule turns reshard after forward and after
-  // backward and gradient sync off (as FSDPModule's setters with recurse); the others are FSDPModule's Unshard
-  // (group by group, each waited for), Reshard and ReduceGrad.
+  // backward and gradient sync off (as FSDPModule's setters with recurse), ReleaseFromSchedule puts back what each
+  // state had; the others are FSDPModule's Unshard (group by group, each waited for), Reshard and ReduceGrad.
   void HoldForSchedule() override;
+  void ReleaseFromSchedule() override;
   void UnshardForSchedule() override;
   void ReshardForSchedule() override;
   void ReduceGradForSchedule() override;
@@ -132,6 +134,14 @@ class FsdpState final : public nn::ScheduledShardingState {
   std::vector<FsdpState*> forward_prefetch_;
   std::vector<FsdpState*> backward_prefetch_;
   TrainingState training_state_ = TrainingState::kIdle;
+  // This state's settings before a pipeline schedule held it (HoldForSchedule), restored on release.
+  struct HeldSettings {
+    std::optional<bool> reshard_after_forward;
+    std::optional<int64_t> reshard_after_forward_size;
+    bool group_reshard_after_forward = true, reshard_after_backward = true, requires_gradient_sync = true;
+    comm::ProcessGroupPtr post_forward_group;
+  };
+  std::optional<HeldSettings> held_;
 };
 
 // Makes `module` (a later module of a fully_shard list) find `state` through FsdpState::Of.

@@ -99,8 +99,8 @@ PipelineExecutor::PipelineExecutor(std::vector<PipelineStage*> stages, RankProgr
       options_(std::move(options)),
       caller_wired_(options_.unshard || options_.reshard || options_.reduce_grad) {
   TESSEL_CHECK(!stages_.empty(), "PipelineExecutor: no stages on this rank");
-  TESSEL_CHECK(options_.max_active_stages >= 1, "PipelineExecutor: max_active_stages must be >= 1, got ",
-               options_.max_active_stages);
+  TESSEL_CHECK(!drives_sharding() || options_.max_active_stages >= 1, "PipelineExecutor: max_active_stages must be ",
+               ">= 1, got ", options_.max_active_stages);
   BuildDerivedPrograms();
   std::sort(stages_.begin(), stages_.end(),
             [](const PipelineStage* a, const PipelineStage* b) { return a->stage_index() < b->stage_index(); });
@@ -274,13 +274,20 @@ void PipelineExecutor::RunCompute(const Action& a, Run& run) {
 void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Run& run) {
   const int rank = stages_[0]->group().rank();
   const Tensor& rows_from = inputs.defined() ? inputs : targets;
-  // The microbatch sizes come from the inputs; targets of other rows would be split differently, and a loss that
-  // broadcasts (or only reduces) would pair outputs with the wrong rows without an error.
-  TESSEL_CHECK(!inputs.defined() || !targets.defined() || inputs.dim() == 0 || targets.dim() == 0 ||
-                   inputs.size(0) == targets.size(0),
-               "pipeline rank ", rank, ": the inputs have ", inputs.size(0), " rows ", ShapeStr(inputs.sizes()),
-               " but the targets ", targets.size(0), " ", ShapeStr(targets.sizes()), "; both are split into ",
-               num_microbatches_, " microbatches along dim 0, so they need the same number of rows");
+  // Inputs and targets are split along dim 0 separately (as torch's): on the last stage each microbatch's targets
+  // must be its inputs' rows, in proportion (targets [B * T] beside inputs [B, T] are), else a loss that broadcasts
+  // or only reduces pairs outputs with other rows' targets without an error.
+  if (stages_.back()->is_last() && inputs.defined() && targets.defined() && inputs.dim() > 0 && targets.dim() > 0 &&
+      inputs.size(0) >= num_microbatches_ && targets.size(0) >= num_microbatches_) {
+    const std::vector<int64_t> in = MicrobatchSizes(inputs.size(0), num_microbatches_);
+    const std::vector<int64_t> tg = MicrobatchSizes(targets.size(0), num_microbatches_);
+    for (size_t i = 0; i < in.size(); ++i) {
+      TESSEL_CHECK(tg[i] * inputs.size(0) == in[i] * targets.size(0), "pipeline rank ", rank, ": the inputs ",
+                   ShapeStr(inputs.sizes()), " split into microbatches of ", ShapeStr(in), " rows and the targets ",
+                   ShapeStr(targets.sizes()), " into ", ShapeStr(tg), ": microbatch ", i, "'s targets are not its ",
+                   "inputs' rows; give targets whose dim 0 is the inputs' rows (or a multiple splitting alike)");
+    }
+  }
   if (stages_.front()->is_first()) {
     TESSEL_CHECK(inputs.defined(), "pipeline rank ", rank, " holds stage 0 and needs the inputs");
     run.inputs = SplitMicrobatches(inputs, num_microbatches_);
@@ -329,23 +336,18 @@ void PipelineExecutor::StartStep(const Tensor& inputs, const Tensor& targets, Ru
 }
 
 void PipelineExecutor::AdoptStageSharding() {
-  if (!options_.drive_stage_sharding || caller_wired_) return;
+  if (!drives_sharding()) return;
   std::map<int, std::vector<nn::ScheduledShardingState*>> found;
   for (PipelineStage* s : stages_) {
     std::vector<nn::ScheduledShardingState*> states = TopShardingStates(s->module());
     if (!states.empty()) found[s->stage_index()] = std::move(states);
   }
-  if (found == *stage_sharding_) return;  // as at the last step (none: nothing to drive)
-  // States new since the last step (fully_shard or Replicate applied before this one): held from now on. A
-  // state applied after a step is driven from the next, as PyTorch's stage checks for an FSDPModule each time.
+  // Held for this step, every state (a no-op for one still held; one applied after an earlier step is driven from
+  // this one, as PyTorch's stage checks for an FSDPModule at each backward).
   for (const auto& [stage, states] : found) {
-    const auto before = stage_sharding_->find(stage);
-    for (nn::ScheduledShardingState* state : states) {
-      const bool known = before != stage_sharding_->end() &&
-                         std::find(before->second.begin(), before->second.end(), state) != before->second.end();
-      if (!known) state->HoldForSchedule();
-    }
+    for (nn::ScheduledShardingState* state : states) state->HoldForSchedule();
   }
+  if (found == *stage_sharding_) return;  // as at the last step (none: nothing to drive)
   *stage_sharding_ = std::move(found);
   if (!options_.unshard) {
     auto each = [states = stage_sharding_](void (nn::ScheduledShardingState::*action)()) {
@@ -367,10 +369,11 @@ void PipelineExecutor::AdoptStageSharding() {
 
 void PipelineExecutor::BuildDerivedPrograms() {
   comm_batches_ = CommBatches(program_);
-  // Eval's program: the forward's actions, with UNSHARD / RESHARD placed for them alone (those of the full
-  // program, placed for its backward too, would gather stages the forward switches past without computing).
+  // Eval's program: the forward's actions, with UNSHARD / RESHARD placed for them alone when the executor drives
+  // the sharding (those of the full program, placed for its backward too, would gather stages the forward
+  // switches past without computing); a caller's own wiring keeps the program's, placed with its own window.
   eval_program_ = ForwardOnly(program_);
-  if (HasUnshard(eval_program_)) {
+  if (drives_sharding() && HasUnshard(eval_program_)) {
     RankProgram bare;
     for (const auto& slot : eval_program_) {
       if (slot->kind != ActionKind::kUnshard && slot->kind != ActionKind::kReshard) bare.push_back(slot);
@@ -380,15 +383,25 @@ void PipelineExecutor::BuildDerivedPrograms() {
   eval_batches_ = CommBatches(eval_program_);
 }
 
+void PipelineExecutor::ReleaseStageSharding() {
+  for (const auto& [stage, states] : *stage_sharding_) {
+    for (nn::ScheduledShardingState* state : states) state->ReleaseFromSchedule();
+  }
+}
+
 StepStats PipelineExecutor::Step(const Tensor& inputs, const Tensor& targets) {
   AdoptStageSharding();
-  return RunProgram(program_, comm_batches_, inputs, targets, /*forward_only=*/false);
+  StepStats stats = RunProgram(program_, comm_batches_, inputs, targets, /*forward_only=*/false);
+  if (finalize_gradients_) ReleaseStageSharding();  // accumulating (finalize off): held until a reducing step
+  return stats;
 }
 
 StepStats PipelineExecutor::Eval(const Tensor& inputs, const Tensor& targets) {
   NoGradGuard no_grad;
   AdoptStageSharding();
-  return RunProgram(eval_program_, eval_batches_, inputs, targets, /*forward_only=*/true);
+  StepStats stats = RunProgram(eval_program_, eval_batches_, inputs, targets, /*forward_only=*/true);
+  ReleaseStageSharding();  // gradients a non-finalizing step accumulated stay; the next Step holds again
+  return stats;
 }
 
 StepStats PipelineExecutor::RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,

@@ -11,17 +11,19 @@
 //   local boundaries     a neighbouring stage on the same rank (bottom of a V) hands its output / input
 //                        gradient over by a copy; the program has no comm action there.
 //   UNSHARD / RESHARD /  the callbacks of ExecutorOptions when the caller sets any. Otherwise the stages'
-//   REDUCE_GRAD          own sharding: at each Step or Eval, the topmost nn::ScheduledShardingState of
-//                        each local stage's module tree (fully_shard applied after the executor was built,
-//                        torchtitan's order; one new since the last step is taken up from this step on)
-//                        is told to hold its parameters for the schedule (no reshard
-//                        between microbatches, gradients accumulated locally), and each action runs on the
-//                        states of its stage: one all-gather per FSDP group per step, one reduction per
-//                        group per step, as PyTorch's pipelining does for an FSDPModule stage (Replicate's
-//                        state: gradients accumulated, one all-reduce per bucket per step). A program
-//                        lowered without FSDP actions then gets them (AddUnshardReshard over this rank's
-//                        program, window ExecutorOptions::max_active_stages). Stages without such a
-//                        state: the actions are no-ops.
+//   REDUCE_GRAD          own sharding: before each Step or Eval, the topmost nn::ScheduledShardingState of
+//                        each local stage's module tree (fully_shard or Replicate applied after the executor
+//                        was built, torchtitan's order, or after an earlier step) is held for the schedule
+//                        (no reshard between microbatches, gradients accumulated locally) and each action runs
+//                        on the states of its stage; after a Step that reduced (or an Eval) they get their
+//                        own settings back, as PyTorch's stage turns sync and resharding back on after its
+//                        reduction. fully_shard: each group gathered once per stage visit (once per step when
+//                        max_active_stages covers the rank's stages) and reduce-scattered once per step;
+//                        Replicate: each bucket reduced once per step. A program lowered without FSDP actions
+//                        gets them (AddUnshardReshard over this rank's program, window
+//                        ExecutorOptions::max_active_stages). Stages without such a state: no-ops. A step
+//                        that raised leaves the held states with its partial gradients (not recoverable in
+//                        place: rebuild, or reset them as fully_shard's ResetIterState does).
 // Before the first step every local stage runs the shape handshake (stage.h), in increasing stage order.
 //
 // Errors. Any tessel::Error raised while running an action is rethrown with the same code and the prefix
@@ -54,8 +56,8 @@ namespace tessel::pipelining {
 struct ExecutorOptions {
   // For UNSHARD / RESHARD / REDUCE_GRAD; all unset: the stages' own sharding (see the file comment).
   std::function<void(int stage)> unshard, reshard, reduce_grad;
-  // The stages whose parameters may be unsharded at once when the executor adds the FSDP actions itself
-  // (LowerOptions::max_active_stages).
+  // The stages whose parameters may be unsharded at once when the executor drives the sharding and places the FSDP
+  // actions itself, in Step's program and Eval's (LowerOptions::max_active_stages).
   int max_active_stages = 3;
   // False: the stages' own sharding states are left alone even without callbacks (the Python face wires
   // fully_shard itself, and its DistributedDataParallel sets gradient sync at every forward).
@@ -131,8 +133,11 @@ class PipelineExecutor {
   // Before each step: drive the stages' ScheduledShardingStates, those new since the last step held first (see
   // the file comment).
   void AdoptStageSharding();
+  // After a step that reduced the gradients (or an Eval): the held states get their own settings back.
+  void ReleaseStageSharding();
   // comm_batches_, eval_program_ and eval_batches_ from program_.
   void BuildDerivedPrograms();
+  bool drives_sharding() const { return options_.drive_stage_sharding && !caller_wired_; }
   StepStats RunProgram(const RankProgram& program, const std::vector<std::pair<int, int>>& batches,
                        const Tensor& inputs, const Tensor& targets, bool forward_only);
 

@@ -173,13 +173,15 @@ TEST(PipelineErrorsTest, BatchSmallerThanTheMicrobatchCountIsInvalidArgumentOnEv
   });
 }
 
-// Targets with other rows than the inputs: an error naming both shapes on the rank given them, before any
-// communication (split apart, a loss that broadcasts would pair outputs with the wrong rows without an error).
-TEST(PipelineErrorsTest, TargetsWithOtherRowsThanTheInputsAreInvalidArgument) {
-  comm::RunRanks(2, [](comm::ProcessGroupPtr pg) {
-    RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::k1F1B, .num_microbatches = 2});
+// Targets split unlike the inputs (8 rows in microbatches of 3, 3, 2 beside 4 in 2, 1, 1): an error naming both splits
+// on the last stage's rank, before any communication (the loss would pair outputs with other rows' targets, silently
+// where it broadcasts). Targets whose rows split in proportion (e.g. [B * T] beside [B, T]) pass, as in torch.
+TEST(PipelineErrorsTest, TargetsSplitUnlikeTheInputsAreInvalidArgument) {
+  comm::RunRanks(1, [](comm::ProcessGroupPtr pg) {
+    RankPipeline pp = PipelineGPT(Config(), 1, pg, {.kind = ScheduleKind::kGPipe, .num_microbatches = 3});
     ExpectErrorContains([&] { pp.executor->Step(Tokens(8), Tokens(4)); }, ErrorCode::kInvalidArgument,
-                        Str("pipeline rank ", pg->rank(), ": the inputs have 8 rows [8, 4] but the targets 4 [4, 4]"));
+                        "pipeline rank 0: the inputs [8, 4] split into microbatches of [3, 3, 2] rows and the targets "
+                        "[4, 4] into [2, 1, 1]: microbatch 0's targets are not its inputs' rows");
   });
 }
 

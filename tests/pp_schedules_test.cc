@@ -189,6 +189,7 @@ class RecordingSharding final : public nn::ScheduledShardingState {
  public:
   explicit RecordingSharding(std::vector<std::string>* log) : log_(log) {}
   void HoldForSchedule() override { log_->push_back("hold"); }
+  void ReleaseFromSchedule() override { log_->push_back("release"); }
   void UnshardForSchedule() override { log_->push_back("unshard"); }
   void ReshardForSchedule() override { log_->push_back("reshard"); }
   void ReduceGradForSchedule() override { log_->push_back("reduce_grad"); }
@@ -198,7 +199,8 @@ class RecordingSharding final : public nn::ScheduledShardingState {
 };
 
 // Sharding states attached to the stage modules after the pipeline was built (torchtitan's order) are driven by
-// the program: held once, gathered and resharded once per Step or Eval, reduced once per finalizing Step; a state
+// the program: held for each Step or Eval and released after it unless it only accumulated, gathered and resharded
+// once per Step or Eval, reduced once per finalizing Step; a state
 // below another in the stage's tree is left to it; callbacks of the caller's own, or drive_stage_sharding = false,
 // replace all of this.
 TEST(PipelineStageShardingTest, TheExecutorDrivesTheTopmostShardingStateOfEachStage) {
@@ -235,8 +237,10 @@ TEST(PipelineStageShardingTest, TheExecutorDrivesTheTopmostShardingStateOfEachSt
   });
   for (int rank : {0, 1}) {
     SCOPED_TRACE(rank);
-    EXPECT_EQ(top_logs[rank], (std::vector<std::string>{"hold", "unshard", "reduce_grad", "reshard", "unshard",
-                                                        "reshard", "unshard", "reshard", "--"}));
+    // Step: held, gathered, reduced, freed, released; Eval: no reduction; Step with finalize off: kept held.
+    EXPECT_EQ(top_logs[rank], (std::vector<std::string>{"hold", "unshard", "reduce_grad", "reshard", "release",
+                                                        "hold", "unshard", "reshard", "release",
+                                                        "hold", "unshard", "reshard", "--"}));
     EXPECT_TRUE(nested_logs[rank].empty());
     // PipelineGPT lowered without FSDP actions: the caller's callbacks see only the REDUCE_GRAD it has.
     EXPECT_EQ(wired_logs[rank], (std::vector<std::string>{"reduce"}));

@@ -66,9 +66,12 @@ class ModuleState {
 // FSDPModule)). Each call covers the state's module and every such state below it.
 class ScheduledShardingState : public ModuleState {
  public:
-  // Before the schedule's first step: the parameters stay gathered from UNSHARD to RESHARD (no reshard after each
-  // microbatch's forward or backward) and backward accumulates gradients locally until REDUCE_GRAD.
+  // Before each step of the schedule: the parameters stay gathered from UNSHARD to RESHARD (no reshard after each
+  // microbatch's forward or backward) and backward accumulates gradients locally until REDUCE_GRAD. Idempotent.
   virtual void HoldForSchedule() = 0;
+  // After a step that reduced the gradients: the settings HoldForSchedule replaced are back (PyTorch's stage
+  // turns gradient sync and resharding back on after its reduction), so the module trains on its own again.
+  virtual void ReleaseFromSchedule() = 0;
   virtual void UnshardForSchedule() = 0;     // gathered when it returns
   virtual void ReshardForSchedule() = 0;
   virtual void ReduceGradForSchedule() = 0;  // one reduction per group of what backward accumulated

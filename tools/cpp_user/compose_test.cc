@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/backends/threads.h"
@@ -32,6 +33,7 @@
 #include "dtensor/dtensor.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/replicate.h"
+#include "fsdp/state.h"
 #include "pipelining/pipeline_gpt.h"
 #include "tools/cpp_user/user_model.h"
 #include "tp/parallelize_module.h"
@@ -154,6 +156,7 @@ struct RankView {
   int eval_all_gathers = 0;  // of an Eval after the steps
   std::string program;
   bool always_resharded = true;
+  bool settings_restored = true;  // every group's sync and reshard settings after the steps as before them
 };
 
 struct PipelineRun {
@@ -191,6 +194,16 @@ PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining
       }
       groups.push_back(fsdp::FullyShard(*stage, mesh["dp"]));
     }
+    auto settings = [&groups] {
+      std::vector<std::tuple<bool, bool, bool>> out;
+      for (const fsdp::FSDPModule& g : groups) {
+        if (const fsdp::ParamGroup* p = g.state().group()) {
+          out.emplace_back(p->requires_gradient_sync, p->reshard_after_backward, p->reshard_after_forward);
+        }
+      }
+      return out;
+    };
+    const auto before = settings();
     auto opt = Sgd(pp.NamedParameters());
     const int64_t dp = mesh.local_rank("dp");
     Trained mine;
@@ -218,6 +231,7 @@ PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining
       view.eval_all_gathers = tracer.Count(comm::CollectiveKind::kAllGather, "dp");
     }
     view.program = pipelining::ToString(pp.executor->program());
+    view.settings_restored = settings() == before;
     std::map<std::string, std::vector<double>> params;
     for (auto& stage : pp.modules) params.merge(FullParams(*stage));
     std::lock_guard<std::mutex> lock(mu);
@@ -269,6 +283,7 @@ TEST(CppUser, TwoPipelineStagesEachFullyShardedEqualOneRankGatheringOncePerStep)
     SCOPED_TRACE(rank);
     EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {2, 2})));
     EXPECT_TRUE(view.always_resharded);
+    EXPECT_TRUE(view.settings_restored);  // the stages train on their own again after the pipeline's steps
   }
   EXPECT_EQ(run.ranks.at(0).program,
             "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD");
