@@ -128,18 +128,21 @@ void BindRuntime(py::module_& m) {
       .def("set_dw_builder", &pp::PipelineStage::SetDwBuilder, py::arg("builder"),
            "torch's dw_builder: B / I run the module's whole backward, then builder() gives the runner W calls");
   // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
-  // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them, as the C++
-  // composition (examples/gpt/parallel_gpt.cc) wires them.
+  // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them through callbacks. With
+  // drive_stage_sharding (and no groups) the executor drives the stages' fully_shard states itself, as for C++
+  // callers (pipelining/executor.h: held for each step, released after a reducing one, windows of
+  // max_active_stages); the Python schedules use that. Otherwise the stages' states are left alone: a
+  // DistributedDataParallel stage sets gradient sync at every forward itself.
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
                        std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads,
-                       std::optional<std::function<void(int, int)>> before_forward) {
+                       std::optional<std::function<void(int, int)>> before_forward, bool drive_stage_sharding,
+                       int max_active_stages) {
              pp::ExecutorOptions options;
              options.scale_grads = scale_grads;
-             // The Python face wires fully_shard below; its DistributedDataParallel sets gradient sync itself at
-             // every forward, which the executor's hold for the schedule would contradict.
-             options.drive_stage_sharding = false;
              if (before_forward) options.before_forward = std::move(*before_forward);  // takes the GIL to call
+             options.drive_stage_sharding = drive_stage_sharding && fsdp_groups.empty();
+             options.max_active_stages = max_active_stages;
              if (!fsdp_groups.empty()) {
                TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",
                             fsdp_groups.size(), " stages, but this rank holds ", stages.size());
@@ -159,7 +162,8 @@ void BindRuntime(py::module_& m) {
            }),
            py::arg("stages"), py::arg("program"), py::arg("num_microbatches"),
            py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::arg("scale_grads") = true,
-           py::arg("before_forward") = py::none(), py::keep_alive<1, 2>())
+           py::arg("before_forward") = py::none(), py::arg("drive_stage_sharding") = false,
+           py::arg("max_active_stages") = 3, py::keep_alive<1, 2>())
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);

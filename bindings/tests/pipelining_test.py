@@ -299,17 +299,22 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
         with tessel.CommTracer() as t:
             _, loss = (stepped(sched, tessel.from_numpy(x_np[rows])) if s == 0 else
                        stepped(sched, target=tessel.from_numpy(y_np[rows])))
-        got[world.rank] = (s, loss, t.summary(),
-                           {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()})
+        grads = {(s, n): p.grad.full_tensor().numpy() for n, p in part.named_parameters()}
+        # After the step the stage trains on its own again (torch's stage turns sync back on): a plain backward
+        # reduces its two groups' gradients.
+        with tessel.CommTracer() as alone:
+            part(tessel.from_numpy(x_np[rows])).sum().backward()
+        got[world.rank] = (s, loss, t.summary(), grads, alone.summary())
         dist.destroy_process_group()
 
     tessel.run_ranks(4, rank_fn)
     grads, losses = {}, []
-    for s, loss, summary, g in got.values():
+    for s, loss, summary, g, alone in got.values():
         # Two groups per stage, each gathered and reduced once per step, not once per microbatch.
         import re
         assert re.search(r"all_gather\(dp\) x2\b", summary) and re.search(r"reduce_scatter\(dp\) x2\b", summary), \
             summary
+        assert re.search(r"reduce_scatter\(dp\) x2\b", alone), alone
         if loss is not None:
             losses.append(loss)
         grads.update(g)

@@ -321,8 +321,9 @@ class _PipelineSchedule:
             if s.dw_builder is not None:
                 s._c.set_dw_builder(s.dw_builder)
         # PP + FSDP (torchtitan's order: fully_shard each stage's blocks and the stage module, then the
-        # schedule): the schedule gathers each stage once per step (UNSHARD), keeps it gathered through its
-        # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD).
+        # schedule): the executor gathers each stage once per step (UNSHARD), keeps it gathered through its
+        # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD), then turns the
+        # stages' gradient sync and resharding back on (torch's stage does the same after its reduction).
         groups = [_fsdp_groups(s.submod) for s in stages]
         sharded = any(groups)
         if sharded:
@@ -330,15 +331,12 @@ class _PipelineSchedule:
                 if not g:
                     raise ValueError("%s: stage %d is not under fully_shard while another stage of this rank is"
                                      % (cls, s.stage_index))
-                root = g[-1]
-                root.set_reshard_after_forward(False)
-                root.set_reshard_after_backward(False)
-                root.set_requires_gradient_sync(False)
         program = _C.lower_program(compute, where, self._n_microbatches, fsdp=sharded,
                                    max_active_stages=self._max_active_stages)
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
         self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], self._n_microbatches,
-                                              groups if sharded else [], self._scale_grads, self._before_forward)
+                                              [], self._scale_grads, self._before_forward,
+                                              drive_stage_sharding=sharded, max_active_stages=self._max_active_stages)
         self.program, self.stage_to_rank = program, where
         self.pipeline_order = dict(enumerate(compute))  # torch's attribute: rank -> its compute actions
 
