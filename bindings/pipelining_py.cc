@@ -129,10 +129,10 @@ void BindRuntime(py::module_& m) {
            "torch's dw_builder: B / I run the module's whole backward, then builder() gives the runner W calls");
   // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
   // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them through callbacks. With
-  // drive_stage_sharding (and no groups) the executor drives the stages' fully_shard states itself, as for C++
-  // callers (pipelining/executor.h: held for each step, released after a reducing one, windows of
-  // max_active_stages); the Python schedules use that. Otherwise the stages' states are left alone: a
-  // DistributedDataParallel stage sets gradient sync at every forward itself.
+  // drive_stage_sharding (and no groups) the executor drives the stages' fully_shard and Replicate states itself,
+  // as for C++ callers (pipelining/executor.h: held for each step, released after a reducing one, windows of
+  // max_active_stages); the Python schedules use that (their DistributedDataParallel leaves gradient sync to a
+  // held state, and marks a state with a communication hook not drivable).
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
                        std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads,

@@ -66,6 +66,7 @@ class ReplicateState final : public nn::ScheduledShardingState {
   // the sum once per bucket as a synced backward's end would (PyTorch's stage syncs DDP on the last backward);
   // released, the sync setting is back.
   void HoldForSchedule() override {
+    if (!drivable_) return;
     if (!held_sync_) held_sync_ = sync_;
     sync_ = false;
   }
@@ -86,6 +87,7 @@ class ReplicateState final : public nn::ScheduledShardingState {
   std::vector<Bucket> buckets_;
   bool sync_ = true;
   std::optional<bool> held_sync_;  // sync_ before a pipeline schedule held it
+  bool drivable_ = true;           // ReplicateModule::SetPipelineDrivable
   std::vector<std::string> unused_;  // UnusedInLastBackward()
 
  private:
@@ -302,6 +304,7 @@ void ReplicateState::EndOfBackward() {
 }
 
 void ReplicateState::ReduceGradForSchedule() {
+  if (!held_sync_) return;  // not driven (SetPipelineDrivable(false)): its own backwards reduced
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), "Replicate(", module_->type_name(),
                     "): a pipeline's REDUCE_GRAD inside a backward");
   EndOfBackward();
@@ -383,6 +386,8 @@ nn::Module& ReplicateModule::module() const { return *state_->module_; }
 const ReplicateOptions& ReplicateModule::options() const { return state_->options_; }
 int64_t ReplicateModule::num_buckets() const { return static_cast<int64_t>(state_->buckets_.size()); }
 void ReplicateModule::SetRequiresGradientSync(bool sync) const { state_->sync_ = sync; }
+void ReplicateModule::SetPipelineDrivable(bool drivable) const { state_->drivable_ = drivable; }
+bool ReplicateModule::held_for_schedule() const { return state_->held_sync_.has_value(); }
 const std::vector<std::string>& ReplicateModule::UnusedInLastBackward() const { return state_->unused_; }
 
 void ReplicateModule::ShadowBackward() const {

@@ -59,8 +59,7 @@ struct ExecutorOptions {
   // The stages whose parameters may be unsharded at once when the executor drives the sharding and places the FSDP
   // actions itself, in Step's program and Eval's (LowerOptions::max_active_stages).
   int max_active_stages = 3;
-  // False: the stages' own sharding states are left alone even without callbacks (the Python face sets it for
-  // schedules without fully_shard stages: its DistributedDataParallel sets gradient sync at every forward).
+  // False: the stages' own sharding states are left alone even without callbacks.
   bool drive_stage_sharding = true;
   // Called right before a stage's forward of microbatch `mb` (and with mb 0 before its shape handshake's
   // forward): how the Python face hands each microbatch's keyword arguments to the stage module. Null: none.

@@ -324,6 +324,8 @@ class _PipelineSchedule:
         # schedule): the executor gathers each stage once per step (UNSHARD), keeps it gathered through its
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD), then turns the
         # stages' gradient sync and resharding back on (torch's stage does the same after its reduction).
+        # DistributedDataParallel stages likewise accumulate and all-reduce once per step (torch's no_sync but
+        # for the last backward), unless a communication hook reduces them.
         groups = [_fsdp_groups(s.submod) for s in stages]
         sharded = any(groups)
         if sharded:
@@ -336,7 +338,7 @@ class _PipelineSchedule:
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
         self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], self._n_microbatches,
                                               [], self._scale_grads, self._before_forward,
-                                              drive_stage_sharding=sharded, max_active_stages=self._max_active_stages)
+                                              drive_stage_sharding=True, max_active_stages=self._max_active_stages)
         self.program, self.stage_to_rank = program, where
         self.pipeline_order = dict(enumerate(compute))  # torch's attribute: rank -> its compute actions
 
@@ -477,8 +479,15 @@ class _PipelineSchedule:
             s.has_backward = True
         # finalize_gradients=False (torch's gradient accumulation across steps): this step's REDUCE_GRAD actions
         # are skipped, so fully_shard stages keep accumulating unreduced gradients until a finalizing step
-        return self._run(lambda: self._executor.step_with_losses(x, target, bool(finalize_gradients)),
-                         return_outputs, losses)
+        out = self._run(lambda: self._executor.step_with_losses(x, target, bool(finalize_gradients)),
+                        return_outputs, losses)
+        if finalize_gradients:
+            # A DistributedDataParallel stage with a communication hook: the stages' backwards ran in C++, so its
+            # hook (queued by each microbatch's forward) reduces the accumulated gradients once, now, as torch's stage
+            # syncs DDP on the last backward only.
+            from ...nn.parallel import _run_pending
+            _run_pending()
+        return out
 
     def eval(self, *args, target=None, losses=None, arg_mbs=None, kwarg_mbs=None, target_mbs=None, **kwargs):
         """torch's forward-only step (validation: torchtitan's `schedule.eval(inputs, target=..., losses=...)`):

@@ -168,7 +168,8 @@ class DistributedDataParallel(Module, _GroupJoinable):
             self._broadcast_buffers(active=True)
         elif self.forward_sync_buffers and self.require_forward_param_sync:
             self._broadcast_from_first_rank(self._buffers_to_sync())
-        self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
+        if not self._replicate.held_for_schedule:  # a pipeline step holds it: one reduction at its REDUCE_GRAD
+            self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
         self.require_forward_param_sync = sync  # this forward's backward synchronizes
 
     def _post_forward(self, out):
@@ -262,6 +263,7 @@ class DistributedDataParallel(Module, _GroupJoinable):
         if not callable(hook):
             raise TypeError("register_comm_hook: hook must be callable, got %s" % type(hook).__name__)
         self._comm_hook = (state, hook)
+        self._replicate.set_pipeline_drivable(False)  # the hook reduces after each synced backward, in a pipeline too
         self._replicate.set_requires_gradient_sync(False)
 
     @contextlib.contextmanager
