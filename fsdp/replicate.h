@@ -32,7 +32,9 @@
 // allowed; a view into the parameter's own storage, so no second copy of the parameters), then B
 // all-gathers (one per bucket, pieces padded to ceil(rows / n) rows) put every rank's updated rows in
 // every rank's parameters. Gradient sync off (SetRequiresGradientSync(false)): no collective; gradients
-// accumulate locally in .grad and the next synced backward reduces the sum.
+// accumulate locally in .grad and the next synced backward reduces the sum. As a pipeline stage
+// (pipelining/executor.h drives its nn::ScheduledShardingState): sync off for the step's microbatches, then one
+// reduction per bucket at the stage's REDUCE_GRAD, and the sync setting back after the step.
 //
 // Ledgers (held against planner/data_parallel.h in tests/zero_test.cc): params the full parameters;
 // grads the full .grad (stage 0-1) or the rank's piece plus the not-yet-reduced full gradients of the
