@@ -823,7 +823,6 @@ void BindFsdp(py::module_& m) {
       .def("set_requires_gradient_sync", &fsdp::ReplicateModule::SetRequiresGradientSync,
            py::arg("requires_gradient_sync"))
       .def("set_pipeline_drivable", &fsdp::ReplicateModule::SetPipelineDrivable, py::arg("drivable"))
-      .def_property_readonly("held_for_schedule", &fsdp::ReplicateModule::held_for_schedule)
       .def_property_readonly("num_buckets", &fsdp::ReplicateModule::num_buckets)
       .def("bucket_fqns", &fsdp::ReplicateModule::BucketFqns)
       .def("unused_in_last_backward", &fsdp::ReplicateModule::UnusedInLastBackward)

@@ -131,8 +131,8 @@ void BindRuntime(py::module_& m) {
   // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them through callbacks. With
   // drive_stage_sharding (and no groups) the executor drives the stages' fully_shard and Replicate states itself,
   // as for C++ callers (pipelining/executor.h: held for each step, released after a reducing one, windows of
-  // max_active_stages); the Python schedules use that (their DistributedDataParallel leaves gradient sync to a
-  // held state, and marks a state with a communication hook not drivable).
+  // max_active_stages); the Python schedules use that (their DistributedDataParallel's sync setting then decides
+  // whether a step reduces, and a DDP with a communication hook is not drivable).
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
                        std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads,

@@ -304,7 +304,8 @@ void ReplicateState::EndOfBackward() {
 }
 
 void ReplicateState::ReduceGradForSchedule() {
-  if (!held_sync_) return;  // not driven (SetPipelineDrivable(false)): its own backwards reduced
+  // Not driven (SetPipelineDrivable(false)), or sync turned off for this step (torch's no_sync): accumulate only.
+  if (!held_sync_ || !*held_sync_) return;
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !InBackward(), "Replicate(", module_->type_name(),
                     "): a pipeline's REDUCE_GRAD inside a backward");
   EndOfBackward();
@@ -385,9 +386,10 @@ void ReplicateState::AllGatherParameters() {
 nn::Module& ReplicateModule::module() const { return *state_->module_; }
 const ReplicateOptions& ReplicateModule::options() const { return state_->options_; }
 int64_t ReplicateModule::num_buckets() const { return static_cast<int64_t>(state_->buckets_.size()); }
-void ReplicateModule::SetRequiresGradientSync(bool sync) const { state_->sync_ = sync; }
+void ReplicateModule::SetRequiresGradientSync(bool sync) const {
+  (state_->held_sync_ ? *state_->held_sync_ : state_->sync_) = sync;  // held: the step's and the restored setting
+}
 void ReplicateModule::SetPipelineDrivable(bool drivable) const { state_->drivable_ = drivable; }
-bool ReplicateModule::held_for_schedule() const { return state_->held_sync_.has_value(); }
 const std::vector<std::string>& ReplicateModule::UnusedInLastBackward() const { return state_->unused_; }
 
 void ReplicateModule::ShadowBackward() const {

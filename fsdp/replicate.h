@@ -93,13 +93,13 @@ class ReplicateModule {
   std::vector<std::vector<std::string>> BucketFqns() const;
   int64_t num_buckets() const;
   // With false, backward issues no collective and gradients accumulate locally (torch's no_sync()).
+  // While a pipeline schedule holds the module, the setting is what the step's REDUCE_GRAD obeys (false: the step
+  // only accumulates, as under torch's no_sync) and what the module gets back after the step.
   void SetRequiresGradientSync(bool requires_gradient_sync) const;
   // Whether a pipeline executor may drive this module (nn::ScheduledShardingState: accumulate over the microbatches,
   // reduce once at REDUCE_GRAD); true by default. The Python face turns it off once a communication hook is
-  // registered: the hook, not the executor, then reduces after each synced backward.
+  // registered: the hook, not the executor, then reduces.
   void SetPipelineDrivable(bool drivable) const;
-  // A pipeline executor holds it for the current step (gradient sync left off until REDUCE_GRAD).
-  bool held_for_schedule() const;
   // FQNs of the bucketed parameters that had no gradient on this rank in the last synced backward (their
   // slot was reduced as zeros): what torch's DDP without find_unused_parameters reports as an error.
   const std::vector<std::string>& UnusedInLastBackward() const;

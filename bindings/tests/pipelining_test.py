@@ -324,14 +324,14 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
         np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
 
 
-@pytest.mark.parametrize("hook", [False, True])
-def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm_hook_reduces(hook):
+@pytest.mark.parametrize("mode", ["plain", "hook", "no_sync"])
+def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm_hook_reduces(mode):
     """Each stage a DistributedDataParallel over mesh["dp"] of a (pp 2, dp 2) mesh: the schedule accumulates its
     gradients over the microbatches and all-reduces its bucket once per step (torch's stage: no_sync but for the last
     backward), where DDP on its own reduced after each microbatch's backward; with a communication hook registered
     the hook reduces the accumulated gradients once after the step (it never ran under a schedule before: the
     stages' backwards run in C++, and the gradients were left unreduced). Gradients equal one process on the whole
-    batch either way."""
+    batch either way. A step inside ddp.no_sync() reduces nothing; the next step reduces both steps' sum."""
     from tessel.distributed.algorithms.ddp_comm_hooks import default_hooks
     from tessel.distributed.device_mesh import init_device_mesh
     from tessel.nn.parallel import DistributedDataParallel
@@ -346,15 +346,25 @@ def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm
         parts = [TPPart(), TPPart()]
         s, d = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
         ddp = DistributedDataParallel(parts[s], device_mesh=mesh["dp"])
-        if hook:
+        if mode == "hook":
             ddp.register_comm_hook(mesh["dp"].get_group(), default_hooks.allreduce_hook)
         sched = pp.Schedule1F1B(pp.PipelineStage(ddp, s, 2, "cpu", group=mesh.get_group("pp")), n_microbatches=2,
                                 loss_fn=mse)
         rows = slice(4 * d, 4 * d + 4)
-        with tessel.CommTracer() as t:
-            _, loss = (stepped(sched, tessel.from_numpy(x_np[rows])) if s == 0 else
-                       stepped(sched, target=tessel.from_numpy(y_np[rows])))
-        got[world.rank] = (loss, t.summary(), {(s, n): p.grad.numpy() for n, p in parts[s].named_parameters()})
+
+        def step():
+            with tessel.CommTracer() as t:
+                _, loss = (stepped(sched, tessel.from_numpy(x_np[rows])) if s == 0 else
+                           stepped(sched, target=tessel.from_numpy(y_np[rows])))
+            return loss, t.summary()
+
+        if mode == "no_sync":
+            with ddp.no_sync():
+                _, unsynced = step()
+            assert "all_reduce" not in unsynced, unsynced
+        loss, summary = step()
+        scale = 0.5 if mode == "no_sync" else 1.0  # the same batch twice: twice the gradients
+        got[world.rank] = (loss, summary, {(s, n): p.grad.numpy() * scale for n, p in parts[s].named_parameters()})
         dist.destroy_process_group()
 
     tessel.run_ranks(4, rank_fn)
@@ -362,7 +372,7 @@ def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm
     for loss, summary, g in got.values():
         import re
         # one bucket: all-reduced once per step; with the hook, its flags all-reduce + the hook's bucket all-reduce
-        assert re.search(r"all_reduce\(dp\) x%d\b" % (2 if hook else 1), summary), summary
+        assert re.search(r"all_reduce\(dp\) x%d\b" % (2 if mode == "hook" else 1), summary), summary
         if loss is not None:
             losses.append(loss)
         grads.update(g)

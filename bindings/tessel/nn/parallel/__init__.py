@@ -168,8 +168,8 @@ class DistributedDataParallel(Module, _GroupJoinable):
             self._broadcast_buffers(active=True)
         elif self.forward_sync_buffers and self.require_forward_param_sync:
             self._broadcast_from_first_rank(self._buffers_to_sync())
-        if not self._replicate.held_for_schedule:  # a pipeline step holds it: one reduction at its REDUCE_GRAD
-            self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
+        # (held by a pipeline step, this decides whether the step's REDUCE_GRAD reduces: no_sync accumulates)
+        self._replicate.set_requires_gradient_sync(sync and self._comm_hook is None)
         self.require_forward_param_sync = sync  # this forward's backward synchronizes
 
     def _post_forward(self, out):
