@@ -13,7 +13,6 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,7 +21,6 @@
 
 #include "bindings/bind.h"
 #include "core/base/error.h"
-#include "fsdp/fully_shard.h"
 #include "pipelining/action.h"
 #include "pipelining/executor.h"
 #include "pipelining/lowering.h"
@@ -127,43 +125,23 @@ void BindRuntime(py::module_& m) {
            "torch's input_args / output_args as microbatch-0 shapes (one per tensor) the shape handshake checks")
       .def("set_dw_builder", &pp::PipelineStage::SetDwBuilder, py::arg("builder"),
            "torch's dw_builder: B / I run the module's whole backward, then builder() gives the runner W calls");
-  // fsdp_groups (torchtitan's PP + FSDP): per stage (in `stages`' order) its fully_shard handles, the
-  // stage's root last; the lowered program's UNSHARD / RESHARD / REDUCE_GRAD act on them through callbacks. With
-  // drive_stage_sharding (and no groups) the executor drives the stages' fully_shard and Replicate states itself,
-  // as for C++ callers (pipelining/executor.h: held for each step, released after a reducing one, windows of
-  // max_active_stages); the Python schedules use that (their DistributedDataParallel's sync setting then decides
-  // whether a step reduces, and a DDP with a communication hook is not drivable).
+  // The executor drives the stages' fully_shard and Replicate states itself, as for C++ callers
+  // (pipelining/executor.h: held for each step, released after a reducing one, windows of max_active_stages);
+  // a DistributedDataParallel stage's sync setting decides whether a step reduces, and one with a communication
+  // hook is not drivable (the schedule runs the hook).
   py::class_<pp::PipelineExecutor>(m, "_PipelineExecutor")
       .def(py::init([](std::vector<pp::PipelineStage*> stages, pp::RankProgram program, int num_microbatches,
-                       std::vector<std::vector<fsdp::FSDPModule>> fsdp_groups, bool scale_grads,
-                       std::optional<std::function<void(int, int)>> before_forward, bool drive_stage_sharding,
+                       bool scale_grads, std::optional<std::function<void(int, int)>> before_forward,
                        int max_active_stages) {
              pp::ExecutorOptions options;
              options.scale_grads = scale_grads;
              if (before_forward) options.before_forward = std::move(*before_forward);  // takes the GIL to call
-             options.drive_stage_sharding = drive_stage_sharding && fsdp_groups.empty();
              options.max_active_stages = max_active_stages;
-             if (!fsdp_groups.empty()) {
-               TESSEL_CHECK(fsdp_groups.size() == stages.size(), "pipelining: fully_shard handles for ",
-                            fsdp_groups.size(), " stages, but this rank holds ", stages.size());
-               std::map<int, std::vector<fsdp::FSDPModule>> by_stage;
-               for (size_t i = 0; i < stages.size(); ++i) {
-                 TESSEL_CHECK(!fsdp_groups[i].empty(), "pipelining: stage ", stages[i]->stage_index(),
-                              " is not under fully_shard while another stage of this rank is");
-                 by_stage.emplace(stages[i]->stage_index(), fsdp_groups[i]);
-               }
-               auto of = [by_stage](int s) -> const std::vector<fsdp::FSDPModule>& { return by_stage.at(s); };
-               options.unshard = [of](int s) { for (const auto& g : of(s)) g.Unshard(); };
-               options.reshard = [of](int s) { for (const auto& g : of(s)) g.Reshard(); };
-               options.reduce_grad = [of](int s) { of(s).back().ReduceGrad(); };
-             }
              return std::make_unique<pp::PipelineExecutor>(std::move(stages), std::move(program), num_microbatches,
                                                            std::move(options));
            }),
-           py::arg("stages"), py::arg("program"), py::arg("num_microbatches"),
-           py::arg("fsdp_groups") = std::vector<std::vector<fsdp::FSDPModule>>{}, py::arg("scale_grads") = true,
-           py::arg("before_forward") = py::none(), py::arg("drive_stage_sharding") = false,
-           py::arg("max_active_stages") = 3, py::keep_alive<1, 2>())
+           py::arg("stages"), py::arg("program"), py::arg("num_microbatches"), py::arg("scale_grads") = true,
+           py::arg("before_forward") = py::none(), py::arg("max_active_stages") = 3, py::keep_alive<1, 2>())
       .def("step", [](pp::PipelineExecutor& e, std::optional<Tensor> inputs, std::optional<Tensor> targets) {
         pp::StepStats st = NoGil([&] { return e.Step(inputs.value_or(Tensor()), targets.value_or(Tensor())); });
         return StepLoss(st);

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <string>
 #include <tuple>
 
 #include "comm/future_work.h"
@@ -64,24 +63,16 @@ RankProgram ForwardOnly(const RankProgram& program) {
   return out;
 }
 
-// The topmost scheduled-sharding states of `module`'s tree (none above them inside it), in pre-order.
-std::vector<nn::ScheduledShardingState*> TopShardingStates(nn::Module& module) {
-  std::vector<nn::ScheduledShardingState*> out;
-  std::vector<std::string> tops;  // their modules' paths
-  for (auto& [fqn, m] : module.NamedModules()) {
-    const bool below = std::any_of(tops.begin(), tops.end(), [&, &fqn = fqn](const std::string& top) {
-      return top.empty() || (fqn.size() > top.size() && fqn.compare(0, top.size(), top) == 0 && fqn[top.size()] == '.');
-    });
-    if (below) continue;
-    for (nn::ModuleState* state : m->ComposableStates()) {
-      if (auto* sharding = dynamic_cast<nn::ScheduledShardingState*>(state)) {
-        out.push_back(sharding);
-        tops.push_back(fqn);
-        break;
-      }
+// Appends the topmost scheduled-sharding states of `module`'s tree (none above them inside it), in pre-order, each
+// once (a module shared by two parents is visited twice).
+void AppendTopShardingStates(nn::Module& module, std::vector<nn::ScheduledShardingState*>* out) {
+  for (nn::ModuleState* state : module.ComposableStates()) {
+    if (auto* sharding = dynamic_cast<nn::ScheduledShardingState*>(state)) {
+      if (std::find(out->begin(), out->end(), sharding) == out->end()) out->push_back(sharding);
+      return;  // the states below are its own to drive
     }
   }
-  return out;
+  for (auto& [name, child] : module.NamedChildren()) AppendTopShardingStates(*child, out);
 }
 
 bool HasUnshard(const RankProgram& program) {
@@ -339,7 +330,8 @@ void PipelineExecutor::AdoptStageSharding() {
   if (!drives_sharding()) return;
   std::map<int, std::vector<nn::ScheduledShardingState*>> found;
   for (PipelineStage* s : stages_) {
-    std::vector<nn::ScheduledShardingState*> states = TopShardingStates(s->module());
+    std::vector<nn::ScheduledShardingState*> states;
+    AppendTopShardingStates(s->module(), &states);
     if (!states.empty()) found[s->stage_index()] = std::move(states);
   }
   // Held for this step, every state (a no-op for one still held; one applied after an earlier step is driven from

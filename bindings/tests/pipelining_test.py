@@ -232,6 +232,13 @@ def two_part_reference(seed):
     return x_np, y_np, loss, {(i, n): p.grad.numpy() for i, part in enumerate(parts) for n, p in part.named_parameters()}
 
 
+def expect_grads(grads, ref, scale=1):
+    """The gathered stage gradients, keyed (stage, name), are `scale` times two_part_reference's."""
+    assert sorted(grads) == sorted(ref)
+    for key in ref:
+        np.testing.assert_allclose(grads[key], scale * ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+
+
 def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_rank():
     """Composition (DESIGN.md's order): split into stages, tensor parallelism per stage on mesh["tp"], then
     a PipelineStage on mesh["pp"]'s group; 4 rank threads = 2 stages x 2-way TP."""
@@ -261,9 +268,7 @@ def test_1f1b_over_tensor_parallel_python_stages_on_a_pp_by_tp_mesh_matches_one_
         if loss is not None:
             assert loss == pytest.approx(ref_loss.item(), abs=1e-6)
         grads.update(g)
-    assert sorted(grads) == sorted(ref)
-    for key in ref:
-        np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+    expect_grads(grads, ref)
 
 
 def _fully_shard_stage_on_pp_by_dp():
@@ -319,9 +324,7 @@ def test_fully_shard_python_stages_under_a_schedule_on_a_pp_by_dp_mesh_match_one
             losses.append(loss)
         grads.update(g)
     assert np.mean(losses) == pytest.approx(ref_loss.item(), abs=1e-6)
-    assert sorted(grads) == sorted(ref)
-    for key in ref:
-        np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+    expect_grads(grads, ref)
 
 
 @pytest.mark.parametrize("mode", ["plain", "hook", "no_sync"])
@@ -377,9 +380,7 @@ def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm
             losses.append(loss)
         grads.update(g)
     assert np.mean(losses) == pytest.approx(ref_loss.item(), abs=1e-6)
-    assert sorted(grads) == sorted(ref)
-    for key in ref:
-        np.testing.assert_allclose(grads[key], ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+    expect_grads(grads, ref)
 
 
 def test_finalize_gradients_false_accumulates_fully_shard_stages_unreduced_until_a_finalizing_step():
@@ -412,9 +413,7 @@ def test_finalize_gradients_false_accumulates_fully_shard_stages_unreduced_until
         assert "reduce_scatter" not in first, first  # nothing reduced by the non-finalizing step
         assert re.search(r"reduce_scatter\(dp\) x2\b", second), second  # both steps' gradients at once
         grads.update(g)
-    assert sorted(grads) == sorted(ref)
-    for key in ref:
-        np.testing.assert_allclose(grads[key], 2 * ref[key], rtol=1e-5, atol=1e-6, err_msg=str(key))
+    expect_grads(grads, ref, scale=2)
 
 
 def test_schedule_ir_parses_lowers_verifies_and_simulates_to_the_closed_form_bubble():

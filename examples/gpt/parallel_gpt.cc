@@ -37,7 +37,7 @@ ParallelGpt BuildParallelGpt(const nn::GPTConfig& cfg, uint64_t seed, const Para
     CheckpointBlocks(*part, options.tp.activation_checkpointing, options.activation_checkpointing);
     out.fsdp.emplace_back();
   }
-  // 3. Nothing to wire for the schedule's FSDP actions: at the first step the executor finds each part's
+  // 3. Nothing to wire for the schedule's FSDP actions: before each step the executor finds each part's
   // fully_shard states and gathers each part once per step, accumulates locally, reduces once per group
   // (pipelining/executor.h).
   return out;

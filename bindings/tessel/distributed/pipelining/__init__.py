@@ -337,8 +337,8 @@ class _PipelineSchedule:
                                    max_active_stages=self._max_active_stages)
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
         self._executor = _C._PipelineExecutor([s._c for s in stages], program[group.rank], self._n_microbatches,
-                                              [], self._scale_grads, self._before_forward,
-                                              drive_stage_sharding=True, max_active_stages=self._max_active_stages)
+                                              self._scale_grads, self._before_forward,
+                                              max_active_stages=self._max_active_stages)
         self.program, self.stage_to_rank = program, where
         self.pipeline_order = dict(enumerate(compute))  # torch's attribute: rank -> its compute actions
 
