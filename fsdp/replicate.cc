@@ -14,6 +14,7 @@
 #include "core/tensor/factory.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/layout.h"
+#include "fsdp/state.h"
 
 namespace tessel::fsdp {
 namespace {
@@ -54,6 +55,22 @@ Shape RowsShape(const Tensor& p, int64_t rows) {
   return s;
 }
 
+// The parameters Replicate takes over, each tensor once under its first name (a tied weight is one parameter, as
+// DDP's): all of `module`'s except those of submodules under fully_shard, which stay fully_shard's to reduce (torch's
+// replicate leaves a fully_shard'ed submodule's parameters alone, tied ones included).
+nn::StateDict ReplicatedParams(nn::Module& module) {
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [fqn, sub] : module.NamedModules()) {
+    if (sub == &module || FsdpState::Of(*sub) == nullptr) continue;
+    for (auto& [name, p] : sub->NamedParameters()) seen.insert(p.impl());
+  }
+  nn::StateDict params;
+  for (auto& [fqn, p] : module.NamedParameters()) {
+    if (seen.insert(p.impl()).second) params.emplace_back(fqn, p);
+  }
+  return params;
+}
+
 }  // namespace
 
 class ReplicateState final : public nn::ScheduledShardingState {
@@ -77,6 +94,13 @@ class ReplicateState final : public nn::ScheduledShardingState {
   void UnshardForSchedule() override {}
   void ReshardForSchedule() override {}
   void ReduceGradForSchedule() override;
+  // A fully_shard'ed submodule's states are its own to hold and drive (its parameters are not in the buckets).
+  bool DrivesSubmoduleStates() const override { return false; }
+  // kFailedPrecondition when a bucketed parameter is no longer the module's (fully_shard or parallelize_module
+  // applied to a submodule after Replicate on its ancestor swapped it): its gradients would never reach the
+  // buckets, and the stale full tensor would stay alive. `only_not_ready`: check just those whose gradient hook
+  // did not fire in this backward (a live parameter's hook fired, so it is one of the module's).
+  void CheckParametersLive(bool only_not_ready) const;
   void AllGatherParameters();  // ZeRO step: every rank's updated rows into every rank's parameters
   nn::StateDict Pieces() const;
   void SetPieceGradsFromFull();  // stage 1: the pieces' grads are views of the averaged .grad
@@ -89,6 +113,7 @@ class ReplicateState final : public nn::ScheduledShardingState {
   std::optional<bool> held_sync_;  // sync_ before a pipeline schedule held it
   bool drivable_ = true;           // ReplicateModule::SetPipelineDrivable
   std::vector<std::string> unused_;  // UnusedInLastBackward()
+  bool checked_at_forward_ = false;  // CheckParametersLive ran at the first forward
 
  private:
   void Broadcast();
@@ -113,12 +138,9 @@ class ReplicateState final : public nn::ScheduledShardingState {
 
 ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, ReplicateOptions options)
     : module_(module), group_(std::move(group)), options_(options) {
-  nn::StateDict params;  // each tensor once, under its first name (a tied weight is one parameter, as DDP's)
-  std::unordered_set<const TensorImpl*> seen;
-  for (auto& [fqn, p] : module->NamedParameters()) {
-    if (seen.insert(p.impl()).second) params.emplace_back(fqn, p);
-  }
-  TESSEL_CHECK(!params.empty(), "Replicate: ", module->type_name(), " has no parameters");
+  const nn::StateDict params = ReplicatedParams(*module);
+  TESSEL_CHECK(!params.empty(), "Replicate: ", module->type_name(), " has no parameters",
+               module->NamedParameters().empty() ? "" : " outside its fully_shard'ed submodules");
   int64_t bytes = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {  // reverse registration order
     const auto& [fqn, p] = *it;
@@ -161,6 +183,31 @@ ReplicateState::ReplicateState(nn::Module* module, comm::ProcessGroupPtr group, 
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       RegisterPostAccumulateGradHook(buckets_[b].params[i].param, [this, b, i](const Tensor&) { OnGradReady(b, i); });
     }
+  }
+  module_->RegisterForwardPreHook([this](nn::Module&, TensorList&) {
+    if (checked_at_forward_) return;
+    CheckParametersLive(/*only_not_ready=*/false);
+    checked_at_forward_ = true;
+  });
+}
+
+void ReplicateState::CheckParametersLive(bool only_not_ready) const {
+  std::vector<const BucketParam*> candidates;
+  for (const Bucket& b : buckets_) {
+    for (const BucketParam& p : b.params) {
+      if (!only_not_ready || !p.ready) candidates.push_back(&p);
+    }
+  }
+  if (candidates.empty()) return;
+  std::unordered_set<const TensorImpl*> live;
+  for (auto& [fqn, p] : module_->NamedParameters()) live.insert(p.impl());
+  for (const BucketParam* p : candidates) {
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, live.count(p->param.impl()) > 0, "Replicate(",
+                      module_->type_name(), "): parameter '", p->fqn, "' is no longer the module's: it was ",
+                      "replaced after Replicate (fully_shard or parallelize_module applied to a submodule of a ",
+                      "replicated module), so its gradients would never be averaged; apply fully_shard to the ",
+                      "submodules first, then Replicate the root (it leaves their parameters to fully_shard, as ",
+                      "torch's replicate)");
   }
 }
 
@@ -289,6 +336,7 @@ void ReplicateState::AbortIteration() {
 
 void ReplicateState::EndOfBackward() {
   // Parameters without a gradient this backward contribute zeros: every rank issues every bucket.
+  CheckParametersLive(/*only_not_ready=*/true);  // before any more collectives: every rank fails alike
   while (next_to_issue_ < buckets_.size()) Issue(next_to_issue_++);
   for (Bucket& b : buckets_) {
     if (b.issued) Complete(b, /*copy_out=*/true);
@@ -442,6 +490,7 @@ ZeroOptimizer::ZeroOptimizer(ReplicateModule replicated, const Factory& make) : 
   TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, state_->options_.zero_stage >= 1,
                     "ZeroOptimizer: the module was replicated with zero_stage 0; pass ReplicateOptions{.zero_stage = 1 "
                     "or 2}, or use a plain optimizer");
+  state_->CheckParametersLive(/*only_not_ready=*/false);
   pieces_ = state_->Pieces();
   inner_ = make(pieces_);
   TESSEL_CHECK(inner_ != nullptr, "ZeroOptimizer: the factory returned no optimizer");

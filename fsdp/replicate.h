@@ -17,7 +17,12 @@
 // ledger holds at most two buckets). A parameter that got no gradient in a backward contributes zeros
 // (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad (with
 // find_unused_parameters, one no rank had a gradient for stays undefined). Parameters that do not require
-// grad are broadcast at the call but sit in no bucket (as torch's DDP). The end of
+// grad are broadcast at the call but sit in no bucket (as torch's DDP). Parameters of submodules already under
+// fully_shard (tied ones included) are left to fully_shard, as torch's replicate leaves them: fully_shard the blocks,
+// then Replicate the root, and the blocks reduce-scatter their own gradients while the root's buckets hold the rest;
+// a pipeline executor drives both. The other order (fully_shard on a submodule after Replicate on its ancestor)
+// swaps parameters the buckets hold: kFailedPrecondition at ZeroOptimizer's construction, at the module's first
+// forward, or at the end of a backward that bypassed the module's Call, before any bucket of it is issued. The end of
 // backward is detected from the first gradient: a backward in which no parameter of the module gets a
 // gradient on some rank issues nothing there (the peers then fail with the comm timeout, no hang). A
 // backward that raised midway (its end-of-backward never ran) is cleaned up by the next backward's first
@@ -115,8 +120,8 @@ class ReplicateModule {
 // Applies Replicate to `module` over the 1-D `mesh` (collective: every rank calls it in the same order;
 // broadcasts rank 0's parameters). kInvalidArgument for a mesh of more than one axis, a zero_stage other
 // than 0-2, bucket_cap_bytes < 1, find_unused_parameters with zero_stage 2, or a module without
-// parameters; kFailedPrecondition when the module is
-// already replicated or fully_shard'ed, or has a DTensor parameter.
+// parameters outside its fully_shard'ed submodules; kFailedPrecondition when the module is already replicated or
+// fully_shard'ed, or has a DTensor parameter outside its fully_shard'ed submodules.
 ReplicateModule Replicate(nn::Module& module, const dtensor::DeviceMesh& mesh, const ReplicateOptions& options = {});
 std::optional<ReplicateModule> AsReplicateModule(nn::Module& module);
 

@@ -63,13 +63,14 @@ RankProgram ForwardOnly(const RankProgram& program) {
   return out;
 }
 
-// Appends the topmost scheduled-sharding states of `module`'s tree (none above them inside it), in pre-order, each
-// once (a module shared by two parents is visited twice).
+// Appends the topmost scheduled-sharding states of `module`'s tree (none above them inside it that drives its
+// submodules' states, as Replicate over fully_shard'ed blocks does not), in pre-order, each once (a module shared by
+// two parents is visited twice).
 void AppendTopShardingStates(nn::Module& module, std::vector<nn::ScheduledShardingState*>* out) {
   for (nn::ModuleState* state : module.ComposableStates()) {
     if (auto* sharding = dynamic_cast<nn::ScheduledShardingState*>(state)) {
       if (std::find(out->begin(), out->end(), sharding) == out->end()) out->push_back(sharding);
-      return;  // the states below are its own to drive
+      if (sharding->DrivesSubmoduleStates()) return;  // the states below are its own to drive
     }
   }
   for (auto& [name, child] : module.NamedChildren()) AppendTopShardingStates(*child, out);

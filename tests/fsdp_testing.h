@@ -69,6 +69,13 @@ inline Tensor RowsFor(const Tensor& global, int64_t rank, int64_t world) {
   return Contiguous(Narrow(global, 0, rank * rows, rows));
 }
 
+// The mean over `world`'s ranks of each rank's `loss` (float64).
+inline double GlobalMeanLoss(const comm::ProcessGroupPtr& world, const Tensor& loss) {
+  Tensor l = Full({1}, loss.item<double>(), DType::kFloat64);
+  world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
+  return l.item<double>();
+}
+
 struct RunResult {
   std::vector<double> losses;
   std::map<std::string, std::vector<double>> params;  // full (global) values, by FQN
@@ -151,9 +158,7 @@ inline RunResult TrainFsdp(const nn::GPTConfig& cfg, int steps, int64_t batch, c
       Backward(loss);
       opt->Step();
       opt->ZeroGrad();
-      Tensor l = Full({1}, loss.item<double>(), DType::kFloat64);
-      world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
-      mine.losses.push_back(l.item<double>());
+      mine.losses.push_back(GlobalMeanLoss(world, loss));
     }
     mine.params = FullParams(gpt);
     if (world->rank() == 0) {

@@ -74,9 +74,7 @@ RunResult TrainReplicated(const nn::GPTConfig& cfg, int steps, int world_size, i
             plain->Step();
             plain->ZeroGrad();
           }
-          Tensor l = Full({1}, loss.item<double>(), DType::kFloat64);
-          world->AllReduce(l, comm::ReduceOp::kAvg)->Wait();
-          mine.losses.push_back(l.item<double>());
+          mine.losses.push_back(GlobalMeanLoss(world, loss));
         }
         mine.params = FullParams(gpt);
         if (world->rank() == 0) result = std::move(mine);
@@ -499,6 +497,74 @@ TEST(ReplicateTest, ParametersOfAnotherDtypeGetTheirOwnBucket) {
         Backward(Sum(m(Full({2}, x))));
         EXPECT_EQ(m.Param("scale").grad().dtype(), DType::kFloat32);
         EXPECT_EQ(m.Param("scale").grad().ToVector<double>(), std::vector<double>(2, 1.0 + std::ldexp(1.0, -12)));
+      },
+      FastRanks());
+}
+
+// torch's replicate leaves the parameters of a fully_shard'ed submodule to fully_shard: the blocks reduce-scatter
+// their own gradients, Replicate all-reduces the rest (embeddings, final norm, head) in one bucket, and two ranks
+// train as one process on the whole batch.
+TEST(ReplicateTest, FullyShardedSubmodulesAreLeftToFullyShardAndTheRestIsAveraged) {
+  const nn::GPTConfig cfg = TinyGpt();
+  const RunResult ref = TrainReference(cfg, 3, kBatch, Opt::kSgd);
+  RunResult got;
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(cfg, gen);
+        for (size_t i = 0; i < gpt.layers().size(); ++i) FullyShard(*gpt.layers().at(i), mesh);
+        std::vector<std::string> outside;  // reverse registration order, as the bucket
+        nn::StateDict params = gpt.NamedParameters();
+        for (auto it = params.rbegin(); it != params.rend(); ++it) {
+          if (it->first.rfind("layers.", 0) != 0) outside.push_back(it->first);
+        }
+        ASSERT_EQ(outside.size(), 5u);  // wte, wpe, ln_f weight and bias, lm_head
+        ReplicateModule ddp = Replicate(gpt, mesh);
+        EXPECT_EQ(ddp.BucketFqns(), std::vector<std::vector<std::string>>{outside});
+        std::unique_ptr<optim::Optimizer> opt = MakeOptimizer(Opt::kSgd, gpt.NamedParameters());
+        RunResult mine;
+        for (int s = 0; s < 3; ++s) {
+          auto [idx, tgt] = GlobalBatch(cfg, s, kBatch);
+          Tensor loss = gpt.Loss(RowsFor(idx, world->rank(), 2), RowsFor(tgt, world->rank(), 2));
+          comm::CommTracer bwd;
+          Backward(loss);
+          EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, "dp"), 1) << bwd.Summary();
+          EXPECT_EQ(bwd.Count(CollectiveKind::kReduceScatter, "dp"), cfg.n_layers) << bwd.Summary();
+          opt->Step();
+          opt->ZeroGrad();
+          mine.losses.push_back(GlobalMeanLoss(world, loss));
+        }
+        mine.params = FullParams(gpt);
+        if (world->rank() == 0) got = std::move(mine);
+      },
+      FastRanks());
+  ExpectRunsClose(got, ref, 1e-5);
+}
+
+// The other order (torch's replicate initializes lazily; tessel's buckets exist from the call) would average stale
+// tensors the module no longer has and keep them alive: refused at the ZeroOptimizer, at the first forward, and, for
+// a caller who bypasses the module's Call, at the end of backward, before any bucket is issued.
+TEST(ReplicateTest, FullyShardUnderAReplicatedModuleIsRefusedBeforeItsGradientsGoAstray) {
+  const std::vector<std::string> fragments = {"Replicate(GPT): parameter 'layers.1.", "no longer the module's",
+                                              "apply fully_shard to the submodules first, then Replicate the root"};
+  comm::RunRanks(
+      2,
+      [&](comm::ProcessGroupPtr world) {
+        dtensor::DeviceMesh mesh = dtensor::InitDeviceMesh(world, {2}, {"dp"});
+        Generator gen(7);
+        nn::GPT gpt(TinyGpt(), gen);
+        ReplicateModule ddp = Replicate(gpt, mesh, {.zero_stage = 1});
+        FullyShard(*gpt.layers().at(1), mesh);
+        ExpectErrorContains([&] { ZeroOptimizer z(ddp, [](nn::StateDict p) { return MakeInner(Opt::kSgd, p); }); },
+                            ErrorCode::kFailedPrecondition, fragments);
+        auto [idx, tgt] = GlobalBatch(TinyGpt(), 0, kBatch);
+        ExpectErrorContains([&] { gpt.Loss(idx, tgt); }, ErrorCode::kFailedPrecondition, fragments);
+        comm::CommTracer bwd;
+        ExpectErrorContains([&] { Backward(Sum(gpt.Forward({idx}).at(0))); }, ErrorCode::kFailedPrecondition,
+                            fragments);
+        EXPECT_EQ(bwd.Count(CollectiveKind::kAllReduce, "dp"), 0) << bwd.Summary();
       },
       FastRanks());
 }

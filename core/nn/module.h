@@ -75,6 +75,10 @@ class ScheduledShardingState : public ModuleState {
   virtual void UnshardForSchedule() = 0;     // gathered when it returns
   virtual void ReshardForSchedule() = 0;
   virtual void ReduceGradForSchedule() = 0;  // one reduction per group of what backward accumulated
+  // Whether this state drives the scheduled-sharding states of its module's submodules too (fully_shard's root
+  // covers its nested groups); false (Replicate, which leaves fully_shard'ed submodules to their own states): an
+  // executor looks for more below it.
+  virtual bool DrivesSubmoduleStates() const { return true; }
 };
 
 // FQN → tensor, in registration order.

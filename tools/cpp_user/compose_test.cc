@@ -2,8 +2,9 @@
 // model (pre-LN residual MLP blocks whose widths divide by no mesh size) on a 2 x 2 mesh of rank threads, (1) under
 // Megatron tensor parallelism with sequence parallelism on "tp", then fully_shard over "dp" (blocks, then the root);
 // (2) split into two pipeline stages (PipelineModel, 1F1B, 2 microbatches) on "pp", each stage under fully_shard
-// over "dp", and into four interleaved stages with one gathered at a time, and two stages under Replicate: the
-// executor gathers each group once per step and reduces it once (comm tracer). Losses and every full parameter
+// over "dp", and into four interleaved stages with one gathered at a time, two stages under Replicate, and blocks
+// under fully_shard below a replicated stage: the executor gathers each group once per step and reduces it once
+// (comm tracer). Losses and every full parameter
 // after three SGD-with-momentum steps equal one-rank training on the global batch (to 1e-5 relative: only the
 // order of float32 sums differs).
 #include <gtest/gtest.h>
@@ -164,10 +165,11 @@ struct PipelineRun {
   std::map<int, RankView> ranks;  // by world rank (pp-major: ranks 0, 1 hold pipeline rank 0)
 };
 
-enum class DataParallel { kFullyShard, kReplicate };
+enum class DataParallel { kFullyShard, kReplicate, kShardedBlocksReplicatedRest };
 
 // Each stage module's blocks, then the stage module itself, under fully_shard over "dp" after PipelineModel built
-// the executor (torchtitan's order), or each stage module under Replicate: nothing else wires the schedule to them.
+// the executor (torchtitan's order), or each stage module under Replicate, or the blocks under fully_shard and the
+// stage module (where it has parameters of its own) under Replicate: nothing else wires the schedule to them.
 PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining::ModuleNamesPerStage& stages,
                                  int max_active_stages = 3, DataParallel dp_kind = DataParallel::kFullyShard) {
   PipelineRun out;
@@ -192,7 +194,11 @@ PipelineRun PipelineDataParallel(pipelining::ScheduleKind kind, const pipelining
           groups.push_back(fsdp::FullyShard(*block, mesh["dp"]));
         }
       }
-      groups.push_back(fsdp::FullyShard(*stage, mesh["dp"]));
+      if (dp_kind == DataParallel::kFullyShard) {
+        groups.push_back(fsdp::FullyShard(*stage, mesh["dp"]));
+      } else if (stage->HasChild("head")) {
+        fsdp::Replicate(*stage, mesh["dp"]);  // norm and head; the blocks stay fully_shard's
+      }
     }
     auto settings = [&groups] {
       std::vector<std::tuple<bool, bool, bool>> out;
@@ -327,6 +333,27 @@ TEST(CppUser, TwoPipelineStagesEachReplicatedEqualOneRankReducingOncePerStep) {
     SCOPED_TRACE(rank);
     EXPECT_EQ(view.all_reduces, std::vector<int>(kSteps, 1));
     EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, {0, 0})));
+  }
+}
+
+// The blocks under fully_shard and the rest of stage 1 (norm, head) under Replicate, as torch's replicate over
+// fully_shard'ed submodules: the executor drives the blocks below the Replicate too, so each block group is gathered
+// and reduce-scattered once per step (the Replicate alone driven: layers.2 gathered and reduce-scattered per
+// microbatch, 2 and 2 per step) and stage 1's bucket all-reduced once.
+TEST(CppUser, ShardedBlocksUnderAReplicatedStageAreDrivenBelowTheReplicate) {
+  const PipelineRun run = PipelineDataParallel(pipelining::ScheduleKind::k1F1B,
+                                               {{"layers.0", "layers.1"}, {"layers.2", "norm", "head"}},
+                                               /*max_active_stages=*/3, DataParallel::kShardedBlocksReplicatedRest);
+  ExpectEqualTraining(run.trained, OneRank());
+  ASSERT_EQ(run.ranks.size(), 4u);
+  for (const auto& [rank, view] : run.ranks) {
+    SCOPED_TRACE(rank);
+    const bool last = rank >= 2;
+    EXPECT_EQ(view.gathers_and_reductions, (std::vector<std::pair<int, int>>(kSteps, last ? std::pair{1, 1}
+                                                                                         : std::pair{2, 2})));
+    EXPECT_EQ(view.all_reduces, std::vector<int>(kSteps, last ? 1 : 0));
+    EXPECT_TRUE(view.always_resharded);
+    EXPECT_TRUE(view.settings_restored);
   }
 }
 
