@@ -12,7 +12,8 @@
 // what the D = 32 figure loses to them. A last note line measures the figure on one thread against
 // one thread's sgemm: the kernels' own rate, without what two vCPUs of a shared VM lose to each other
 // (one slowed by the host while the other waits for it; docs/PERFORMANCE.md, fifteenth session), which
-// moves the 2-thread figure by 10-20% from run to run.
+// moves the 2-thread figure by 10-20% from run to run. The last repeats the figure on the AVX2 path (figure.h's
+// Avx2ChildLine): what an AVX2-only CPU's kernels reach against its sgemm, measured on any machine.
 //
 // One timed run is kCallsPerRun back-to-back forward + backward calls (~10 ms at the figure's shape on 2
 // threads): a single 2.4 ms call timed right after the baseline's 2048³ sgemm (48 MB of operands) measures
@@ -74,6 +75,7 @@ const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
            Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
   f.baseline_is_peak = true;
   f.note = [s, kPeakN] {
+    if (InAvx2ChildReport()) return std::string("the AVX2 kernels");
     const AttentionShape wide{16 * 8, 128, 64}, long_seq{8, 1024, 64};
     const double wide_rate = MeasureThroughput({"wide", "GFLOP/s", wide.Gflop(), MakeFusedAttentionFwdBwd(wide)}, 1, 5);
     const double long_rate = MeasureThroughput({"long", "GFLOP/s", long_seq.Gflop(), MakeFusedAttentionFwdBwd(long_seq)}, 1, 5);
@@ -90,7 +92,8 @@ const bool kRegistered = RegisterFigure("attention_vs_gemm_flops", [] {
     return Str("fused causal attention fwd+bwd at [128, 128, 64]: ", static_cast<int64_t>(wide_rate),
                " GFLOP/s\n# fused causal attention fwd+bwd at [8, 1024, 64]: ", static_cast<int64_t>(long_rate),
                " GFLOP/s\n# one thread: fused causal attention ", static_cast<int64_t>(one.value),
-               " GFLOP/s vs sgemm ", static_cast<int64_t>(one.baseline), " GFLOP/s ratio ", ratio);
+               " GFLOP/s vs sgemm ", static_cast<int64_t>(one.baseline), " GFLOP/s ratio ", ratio,
+               "\n# AVX2 kernels, oneDNN capped at AVX2: ", Avx2ChildLine("attention_vs_gemm_flops"));
   };
   return f;
 });

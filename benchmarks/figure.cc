@@ -1,6 +1,8 @@
 // benchmarks/figure.cc — figure registry, interleaved median timing, report-line formatting.
 #include "benchmarks/figure.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -128,6 +130,21 @@ double RunAndReadNumber(const std::string& command, const std::string& key, cons
                              (line.empty() ? std::string(" and printed no result") : ": " + line));
   }
   return std::atof(line.c_str() + at + key.size());
+}
+
+namespace {
+constexpr char kAvx2Child[] = "TESSEL_REPORT_AVX2_CHILD";
+}  // namespace
+
+bool InAvx2ChildReport() { return std::getenv(kAvx2Child) != nullptr; }
+
+std::string Avx2ChildLine(const std::string& name) {
+  int status = 0;
+  const std::string line = RunAndFindLine(std::string("ONEDNN_MAX_CPU_ISA=AVX2 ") + kAvx2Child + "=1 /proc/" +
+                                              std::to_string(getpid()) + "/exe --filter=" + name +
+                                              " --threads=" + std::to_string(NumThreads()),
+                                          name + ": ", &status);
+  return line.empty() || status != 0 ? "the AVX2 run failed (wait status " + std::to_string(status) + ")" : line;
 }
 
 std::pair<double, double> RunOnTesselAndTorch(const std::string& script, const std::string& key,

@@ -97,4 +97,12 @@ bool RegisterTesselVsTorchScript(const std::string& name, const std::string& scr
                                  const std::string& torch_label);
 std::string FormatLine(const Figure& figure, const FigureResult& result);
 
+// The AVX2 path of a machine with AVX-512: figure `name`'s line from a child report (this binary, --filter=name, the
+// same --threads) run with oneDNN capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, read once when oneDNN first runs, hence
+// a fresh process) and tessel's own per-ISA kernels pinned to their AVX2 copies (report.cc, ForceVectorIsaForTesting):
+// the kernels an AVX2-only CPU (the AMD EPYC Zen 3 machines) gets, so every report shows both paths. Such a child
+// sees InAvx2ChildReport() and keeps its notes short.
+std::string Avx2ChildLine(const std::string& name);
+bool InAvx2ChildReport();
+
 }  // namespace tessel::bench

@@ -3,8 +3,8 @@
 // GEMM peak measured in the same run: the BLAS behind core/ops/gemm.h on a 2048³ float32 product, with
 // the same threads. The note line names the BLAS kernels chosen for this CPU and, when PyTorch imports
 // in figure.h's TorchPython(), MKL's GFLOP/s on the same product (benchmarks/pytorch/sgemm_peak.py).
-// It also reruns this figure in a child report with oneDNN capped at AVX2 (ONEDNN_MAX_CPU_ISA=AVX2),
-// the kernels an AVX2-only CPU (the AMD EPYC machines) gets, so every report shows both paths.
+// It also reruns this figure in a child report on the AVX2 path (figure.h's Avx2ChildLine: oneDNN capped at
+// AVX2, tessel's per-ISA kernels on their AVX2 copies), the kernels an AVX2-only CPU gets.
 //
 // Invariant: both sides run on the calling thread's NumThreads() budget; the ratio is what tessel's
 // dispatch, autograd and allocation leave of the BLAS's speed (target >= 0.9, issue 16).
@@ -13,9 +13,6 @@
 //   bazel run //benchmarks:report -- --filter=gemm_vs_peak
 #include "benchmarks/gemm_peak_workload.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,19 +52,6 @@ std::string TorchSgemmLine() {
   return line.empty() ? std::string("MKL via PyTorch: the PyTorch run printed no result") : line;
 }
 
-constexpr char kAvx2Child[] = "TESSEL_REPORT_AVX2_CHILD";
-
-// This figure's line from a child report whose oneDNN may use AVX2 at most (the variable is read once,
-// when oneDNN first runs, so it takes a fresh process).
-std::string Avx2CapLine() {
-  int status = 0;
-  const std::string line = RunAndFindLine(
-      Str("ONEDNN_MAX_CPU_ISA=AVX2 ", kAvx2Child, "=1 /proc/", getpid(), "/exe --filter=gemm_vs_peak --threads=",
-          NumThreads()),
-      "gemm_vs_peak: ", &status);
-  return line.empty() || status != 0 ? Str("the AVX2-capped run failed (wait status ", status, ")") : line;
-}
-
 const bool kRegistered = RegisterFigure("gemm_vs_peak", [] {
   const LinearShape s;
   Figure f{"gemm_vs_peak",
@@ -75,8 +59,9 @@ const bool kRegistered = RegisterFigure("gemm_vs_peak", [] {
            Throughput{"blas_sgemm_2048", "GFLOP/s", SquareGemmGflop(kPeakN), MakeBlasSquareSgemm(kPeakN)}};
   f.baseline_is_peak = true;
   f.note = [] {
-    if (std::getenv(kAvx2Child) != nullptr) return Str("gemm backend: ", GemmBackend());
-    return Str("gemm backend: ", GemmBackend(), "; ", TorchSgemmLine(), "; oneDNN capped at AVX2: ", Avx2CapLine());
+    if (InAvx2ChildReport()) return Str("gemm backend: ", GemmBackend());
+    return Str("gemm backend: ", GemmBackend(), "; ", TorchSgemmLine(), "; AVX2 kernels, oneDNN capped at AVX2: ",
+               Avx2ChildLine("gemm_vs_peak"));
   };
   return f;
 });

@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "benchmarks/figure.h"
 #include "core/base/parallel.h"
+#include "core/ops/vector_isa.h"
 
 ABSL_FLAG(int, reps, 5, "timed runs per side (median)");
 ABSL_FLAG(std::string, filter, "", "only the figures whose name contains this substring");
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   const int reps = absl::GetFlag(FLAGS_reps);
   const std::string filter = absl::GetFlag(FLAGS_filter);
   if (absl::GetFlag(FLAGS_threads) > 0) tessel::SetNumThreads(absl::GetFlag(FLAGS_threads));
+  if (tessel::bench::InAvx2ChildReport()) tessel::ForceVectorIsaForTesting(tessel::VectorIsa::kAvx2);
   std::fprintf(stderr, "# %d threads, %d timed reps per side (median)\n", tessel::NumThreads(), reps);
   int failed = 0;
   for (const auto& [name, make] : tessel::bench::RegisteredFigures()) {
