@@ -383,6 +383,52 @@ def test_distributed_data_parallel_stages_all_reduce_once_per_step_unless_a_comm
     expect_grads(grads, ref)
 
 
+def test_a_fully_shard_stage_and_a_ddp_stage_on_one_rank_are_each_driven_as_torchs_stages():
+    """Interleaved 1F1B, four stages on a (pp 2, dp 2) mesh: on each pipeline rank one stage under fully_shard and
+    one under DistributedDataParallel (torch's stages each check their own module; tessel's schedule used to refuse
+    the mix with a ValueError). Per step each fully_shard stage is reduce-scattered once and each DDP bucket
+    all-reduced once; the gradients equal one process on the whole batch."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import fully_shard
+    from tessel.nn.parallel import DistributedDataParallel
+
+    rng = np.random.default_rng(4)
+    x_np, y_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    ref_loss, ref_grads = one_process(make_parts(4), x_np, y_np)
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+        parts = make_parts(4)
+        p, d = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
+        mine = [p, p + 2]  # interleaved: stages p and p + 2 on pipeline rank p
+        fully_shard(parts[p], mesh=mesh["dp"])
+        wrapped = {p: parts[p], p + 2: DistributedDataParallel(parts[p + 2], device_mesh=mesh["dp"])}
+        stages = [pp.PipelineStage(wrapped[i], i, 4, "cpu", group=mesh.get_group("pp")) for i in mine]
+        sched = pp.ScheduleInterleaved1F1B(stages, n_microbatches=2, loss_fn=mse)
+        rows = slice(4 * d, 4 * d + 4)
+        with tessel.CommTracer() as t:
+            _, loss = (stepped(sched, tessel.from_numpy(x_np[rows])) if p == 0 else
+                       stepped(sched, target=tessel.from_numpy(y_np[rows])))
+        grads = {p: parts[p].fc.weight.grad.full_tensor().numpy(), p + 2: parts[p + 2].fc.weight.grad.numpy()}
+        got[world.rank] = (loss, t.summary(), grads)
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    import re
+    grads, losses = {}, []
+    for loss, summary, g in got.values():
+        assert re.search(r"reduce_scatter\(dp\) x1\b", summary) and re.search(r"all_reduce\(dp\) x1\b", summary), \
+            summary
+        if loss is not None:
+            losses.append(loss)
+        grads.update(g)
+    assert np.mean(losses) == pytest.approx(ref_loss.item(), abs=1e-6)
+    assert sorted(grads) == [0, 1, 2, 3]
+    assert_stage_grads(grads, ref_grads)
+
+
 def test_finalize_gradients_false_accumulates_fully_shard_stages_unreduced_until_a_finalizing_step():
     """torch's step(finalize_gradients=False): the step's REDUCE_GRAD is skipped, fully_shard stages keep their
     unreduced gradients, and the next step reduces both at once. Each dp rank's 4 rows go as two steps of 2: the

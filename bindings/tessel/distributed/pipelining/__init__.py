@@ -302,7 +302,7 @@ class _PipelineSchedule:
     def _build(self, compute, where):
         """This rank's stages placed by `where` (stage -> rank) and the executor of `compute` (the
         compute-only program, one action list per rank) lowered with its sends, receives and FSDP actions."""
-        cls, stages = type(self).__name__, self._stages
+        stages = self._stages
         group, n = stages[0]._group, stages[0].num_stages
         self._mb_kwargs, self._mb_more_args, self._current, self._loss_kwargs = [], [], {}, {}
         self._loss_values = {}
@@ -325,14 +325,10 @@ class _PipelineSchedule:
         # microbatches, accumulates the gradients locally and reduces them once (REDUCE_GRAD), then turns the
         # stages' gradient sync and resharding back on (torch's stage does the same after its reduction).
         # DistributedDataParallel stages likewise accumulate and all-reduce once per step (torch's no_sync but
-        # for the last backward), unless a communication hook reduces them.
-        groups = [_fsdp_groups(s.submod) for s in stages]
-        sharded = any(groups)
-        if sharded:
-            for s, g in zip(stages, groups):
-                if not g:
-                    raise ValueError("%s: stage %d is not under fully_shard while another stage of this rank is"
-                                     % (cls, s.stage_index))
+        # for the last backward), unless a communication hook reduces them. Stages of one rank may differ (one
+        # under fully_shard, another under DDP or plain): each is driven by its own state, as each torch stage
+        # checks its own module; UNSHARD / RESHARD do nothing for a stage without fully_shard.
+        sharded = any(_fsdp_groups(s.submod) for s in stages)
         program = _C.lower_program(compute, where, self._n_microbatches, fsdp=sharded,
                                    max_active_stages=self._max_active_stages)
         # scale_grads=False (torchtitan's): each microbatch's loss backpropagated unscaled, gradients summed.
