@@ -141,3 +141,44 @@ def test_data_assignment_of_another_dtype_changes_the_parameters_dtype_as_torch(
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
+
+
+def _untied(how):
+    """Two Linears whose weights were tied, then untied (or re-tied) the way `how` says; returns the parameters an
+    optimizer is built over afterwards, the tied original among them (torch steps every one of them)."""
+    a, b, c = nn.Linear(2, 2), nn.Linear(2, 2, bias=how != "none"), nn.Linear(2, 2)
+    b.weight = a.weight
+    if how == "assign":
+        b.weight = nn.Parameter(tessel.ones(2, 2))
+    elif how == "other_side":  # the original's first owner gets the new one; the original lives on in b
+        a.weight = nn.Parameter(tessel.ones(2, 2))
+        return list(b.parameters())
+    elif how == "register":
+        b.register_parameter("weight", nn.Parameter(tessel.ones(2, 2)))
+    elif how == "retie":
+        b.weight = c.weight
+        return list(a.parameters()) + list(c.parameters())
+    elif how == "none":
+        b.weight = None
+    elif how == "three_way":
+        c.weight = a.weight
+        c.weight = nn.Parameter(tessel.ones(2, 2))
+        return list(a.parameters()) + [b.bias]  # b.weight is a.weight
+    elif how == "load_assign":
+        b.load_state_dict({"weight": tessel.ones(2, 2), "bias": tessel.zeros(2)}, assign=True)
+    return list(a.parameters())
+
+
+@pytest.mark.parametrize("how", ["assign", "other_side", "register", "retie", "none", "three_way", "load_assign"])
+def test_an_untied_weight_is_still_its_other_modules_and_an_optimizer_steps_it_as_torch(how):
+    """Untying a tied weight (out.weight = nn.Parameter(tok.weight.detach().clone()), register_parameter,
+    load_state_dict(assign=True), ...) replaces it in one module only; the other still holds it, so an optimizer
+    built afterwards steps it (every such step raised "no longer the module's" before)."""
+    tessel.manual_seed(0)
+    params = _untied(how)
+    before = [p.detach().clone().numpy() for p in params]
+    opt = tessel.optim.SGD(params, lr=1.0)
+    sum(p.sum() for p in params).backward()
+    opt.step()
+    for p, b in zip(params, before):
+        np.testing.assert_allclose(p.detach().numpy(), b - 1.0, rtol=1e-6)

@@ -29,7 +29,11 @@ namespace {
 }  // namespace
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
-Module::~Module() = default;
+Module::~Module() {
+  for (auto& [n, t] : params_) {
+    if (t.defined()) t.impl()->DropParameterSlot();
+  }
+}
 
 void Module::RegisterParameter(const std::string& name, Tensor value) {
   TESSEL_CHECK(!HasParam(name), type_name_, ": parameter '", name, "' registered twice");
@@ -38,6 +42,7 @@ void Module::RegisterParameter(const std::string& name, Tensor value) {
     if (!value.is_leaf()) value = Detach(value);
     if (IsFloating(value.dtype())) value.set_requires_grad(true);
     value.impl()->RetagMemory(memory::Ledger::kParams);
+    value.impl()->AddParameterSlot();
   }
   params_.emplace_back(name, std::move(value));
 }
@@ -47,6 +52,7 @@ Tensor Module::RemoveParameter(const std::string& name) {
   if (it == params_.end()) FailNotFound(type_name_, "parameter", name, params_);
   Tensor t = std::move(it->second);
   params_.erase(it);
+  if (t.defined()) t.impl()->DropParameterSlot();
   DropParameterHostObject(name);
   return t;
 }
@@ -254,12 +260,14 @@ void Module::SetParameter(const std::string& fqn, Tensor value, bool allow_new_s
       TESSEL_CHECK(t.sizes() == value.sizes(), "SetParameter(", fqn, "): shape ", ShapeStr(value.sizes()),
                    " does not match the current shape ", ShapeStr(t.sizes()));
     }
-    if (retire_old && t.defined() && !(value.defined() && value.impl() == t.impl())) {
-      t.impl()->set_replaced_parameter(true);
+    const bool same = value.defined() && t.defined() && value.impl() == t.impl();
+    if (t.defined() && !same && t.impl()->DropParameterSlot() && retire_old) t.impl()->set_replaced_parameter(true);
+    if (value.defined()) {
+      if (!same) value.impl()->AddParameterSlot();
+      value.impl()->set_replaced_parameter(false);
     }
-    if (value.defined()) value.impl()->set_replaced_parameter(false);
     if (retire_old) {
-      if (!(value.defined() && t.defined() && value.impl() == t.impl())) owner->DropParameterHostObject(local);
+      if (!same) owner->DropParameterHostObject(local);
     } else {
       // A toggle between two handles of one parameter (fully_shard's sharded and unsharded): each keeps its
       // object, so the sharded Parameter the user tagged (p.no_weight_decay = True) is the one they get back

@@ -128,7 +128,8 @@ class Module : public std::enable_shared_from_this<Module> {
   bool BufferIsPersistent(const std::string& name) const;  // in the state dict when defined (torch's default)
   // Replaces a parameter handle by FQN (e.g. with a DTensor); shapes may change only through
   // `allow_new_shape` (fsdp/tp own that decision). `retire_old` marks the replaced handle
-  // (TensorImpl::replaced_parameter) so an optimizer still holding it raises on Step; fsdp/ passes false
+  // (TensorImpl::replaced_parameter) once no module's slot holds it (a tied weight replaced in one module is
+  // still the other's), so an optimizer still holding it raises on Step; fsdp/ passes false
   // when it toggles between the sharded and unsharded handles of one parameter it already owns.
   void SetParameter(const std::string& fqn, Tensor value, bool allow_new_shape = false, bool retire_old = true);
   // Removes this module's own parameter `name` and returns its handle (kNotFound when absent): the first

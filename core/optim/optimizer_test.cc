@@ -457,5 +457,34 @@ TEST(OptimizerSwapTest, StepRaisesNamingParametersTheModuleNoLongerHolds) {
   adam.Step();
 }
 
+// torch's untying (out.weight = nn.Parameter(tok.weight.detach().clone())): the tied tensor replaced in one module
+// is still the other's, so an optimizer over it steps; it is stale only once no module holds it.
+TEST(OptimizerSwapTest, ATiedWeightReplacedInOneModuleIsStillTheOthers) {
+  Generator gen(0);
+  nn::Linear a(3, 3, /*bias=*/false, gen), b(3, 3, /*bias=*/false, gen);
+  const Tensor tied = a.Param("weight");
+  b.SetParameter("weight", tied);                                              // tie
+  b.SetParameter("weight", Detach(Clone(tied)).set_requires_grad(true));       // untie
+  nn::StateDict params = a.NamedParameters();
+  params.emplace_back("b.weight", b.Param("weight"));
+  SGD sgd(params, {.lr = 0.5});
+  for (const auto& [fqn, p] : params) p.set_grad(OnesLike(p));
+  const double before = tied.ToDoubleVector()[0];
+  sgd.Step();  // raised "1 of its 2 parameters are no longer the module's ('weight')" before slots were counted
+  EXPECT_FLOAT_EQ(a.Param("weight").ToDoubleVector()[0], static_cast<float>(before - 0.5));
+  // Replaced in its last module too: now no module reads it.
+  a.SetParameter("weight", Detach(Clone(tied)).set_requires_grad(true));
+  ExpectErrorContains([&] { sgd.Step(); }, ErrorCode::kFailedPrecondition,
+                      "SGD.step: 1 of its 2 parameters are no longer the module's ('weight')");
+  // A module that is destroyed retires nothing: its parameters were not replaced (torch steps them).
+  SGD kept({{"w", [&] {
+              nn::Linear gone(2, 2, /*bias=*/false, gen);
+              return gone.Param("weight");
+            }()}},
+           {.lr = 0.5});
+  kept.params()[0].second.set_grad(OnesLike(kept.params()[0].second));
+  kept.Step();
+}
+
 }  // namespace
 }  // namespace tessel::optim

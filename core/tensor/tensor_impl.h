@@ -93,10 +93,16 @@ class TensorImpl {
   AutogradMeta& EnsureAutogradMeta();
 
   // Set by nn::Module::SetParameter on the handle it replaces (fully_shard, parallelize_module, a user
-  // swap) and cleared on the handle it installs: an optimizer holding a replaced handle would update a
-  // tensor the module no longer reads, so Optimizer::Step raises on it (core/optim/optimizer.h).
+  // swap) once no module's parameter slot holds it any more, and cleared on the handle it installs: an
+  // optimizer holding a replaced handle would update a tensor no module reads, so Optimizer::Step raises on
+  // it (core/optim/optimizer.h). A tied weight replaced in one of its modules stays the other's: not replaced.
   bool replaced_parameter() const { return replaced_parameter_; }
   void set_replaced_parameter(bool replaced) { replaced_parameter_ = replaced; }
+  // How many modules' parameter slots hold this tensor (nn::Module keeps the count on every registration,
+  // replacement, removal and destruction).
+  void AddParameterSlot() { parameter_slots_.fetch_add(1, std::memory_order_relaxed); }
+  // Returns whether no slot holds it any more.
+  bool DropParameterSlot() { return parameter_slots_.fetch_sub(1, std::memory_order_relaxed) == 1; }
 
   // Opaque state a language binding keeps with this tensor for as long as it lives (bindings/tensor_attrs.cc:
   // the Python attributes of torch's Tensor.__dict__, and the Python object that last wrapped it). Core never
@@ -148,6 +154,7 @@ class TensorImpl {
   Device device_;
   bool is_contiguous_ = true;
   bool replaced_parameter_ = false;
+  std::atomic<int32_t> parameter_slots_{0};
   std::unique_ptr<AutogradMeta> autograd_meta_;
   std::shared_ptr<TensorImpl> view_base_;
   std::shared_ptr<void> binding_state_;
