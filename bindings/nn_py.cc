@@ -479,6 +479,8 @@ py::object ParamOrAttribute(const py::object& self, const char* name) {
   if (m.HasParam(name) && m.Param(name).defined()) {
     return modules.attr("_held_parameter")(self, name, m.Param(name));  // the object this module holds
   }
+  // Parametrized, or deleted (`del lin.bias`: torch's AttributeError until a tensor is assigned): as _getattr says.
+  if (m.HasComputedParameter(name)) return modules.attr("_getattr")(self, name);
   try {
     return modules.attr("_getattr")(self, name);
   } catch (py::error_already_set& e) {

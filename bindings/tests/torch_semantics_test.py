@@ -180,8 +180,8 @@ def test_buffers_keep_one_object_and_can_be_deleted():
     assert lin.state_dict(keep_vars=True)["weight"] is lin.weight
     del m.inv_freq
     assert list(m.state_dict()) == [] and not hasattr(m, "inv_freq")
-    with pytest.raises(NotImplementedError, match="deleting parameter 'bias' of a built-in layer"):
-        del lin.bias
+    del lin.bias  # a built-in layer's parameter too: see the next test for what its forward then reads
+    assert list(lin.state_dict()) == ["weight"] and not hasattr(lin, "bias")
 
     class P(nn.Module):
         def __init__(self):
@@ -190,6 +190,44 @@ def test_buffers_keep_one_object_and_can_be_deleted():
     p = P()
     del p.w
     assert list(p.parameters()) == []
+
+
+def test_del_then_assign_a_tensor_to_a_built_in_layers_parameter_is_read_by_its_forward_as_torch():
+    """torch's `del lin.weight; lin.weight = w * 3` (meta-learning, hand-made sharing): the layer's forward uses the
+    non-leaf tensor, whose graph reaches w; parameters() and the state dict no longer hold the name; reading it
+    before anything is assigned is torch's AttributeError; a Parameter assigned later is a parameter again. (A
+    NotImplementedError before.)"""
+    lin = nn.Linear(2, 2, bias=False)
+    del lin.weight
+    assert list(lin.parameters()) == [] and list(lin.state_dict()) == []
+    with pytest.raises(AttributeError, match="'Linear' object has no attribute 'weight'"):
+        lin.weight
+    with pytest.raises(AttributeError, match="'Linear' object has no attribute 'weight'"):
+        lin(tessel.ones(1, 2))
+    w = tessel.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    lin.weight = w * 3
+    x = tessel.tensor([[1.0, -1.0]])
+    y = lin(x)
+    np.testing.assert_allclose(y.detach().numpy(), [[-3.0, -3.0]])  # x @ (3 w).T
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [[3.0, -3.0], [3.0, -3.0]])  # 3 * ones(2, 1) @ x
+    assert list(lin.parameters()) == []
+    lin.weight = nn.Parameter(tessel.zeros(2, 2))
+    assert [n for n, _ in lin.named_parameters()] == ["weight"]
+    np.testing.assert_allclose(lin(x).detach().numpy(), [[0.0, 0.0]])
+    # Linear's bias (a property of the C++ layer): a tensor assigned after del is what forward adds; None drops it.
+    biased = nn.Linear(2, 2)
+    del biased.bias
+    b = tessel.tensor([1.0, 2.0], requires_grad=True)
+    biased.bias = b * 2
+    assert biased.bias is not None and [n for n, _ in biased.named_parameters()] == ["weight"]
+    ref = x @ biased.weight.detach().t()
+    np.testing.assert_allclose(biased(x).detach().numpy(), (ref + tessel.tensor([2.0, 4.0])).numpy(), rtol=1e-6)
+    biased(x).sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), [2.0, 2.0])
+    biased.bias = None
+    assert biased.bias is None
+    np.testing.assert_allclose(biased(x).detach().numpy(), ref.numpy(), rtol=1e-6)
 
 
 def test_module_registration_errors_and_lookups_as_torch():

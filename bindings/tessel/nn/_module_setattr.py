@@ -3,8 +3,9 @@ a Parameter, child module, buffer or plain value under a name, each kind evictin
 remove_from does, and torch's TypeErrors for the assignments it refuses. Split from nn/modules.py by concept.
 """
 from .._complex import ComplexTensor
-from .modules import (_NONE_KEY, Buffer, Module, Parameter, Tensor, _adopt, _child_module, _complex_buffers, _dict,
-                      _drop_child, _has_dict, _keep_frozen, _note_none, _parent_of, _set_parent)
+from .modules import (_NONE_KEY, Buffer, Module, Parameter, Tensor, _adopt, _child_module, _complex_buffers,
+                      _deleted, _DeletedParameter, _dict, _drop_child, _has_dict, _keep_frozen, _note_none, _parent_of,
+                      _set_parent)
 
 
 def _delattr(self, name):
@@ -16,10 +17,11 @@ def _delattr(self, name):
         modules.pop(name, None)
         return
     if self._has_parameter(name):
-        if not self._has_python_forward:  # a C++ layer's forward reads it: assigning a tensor later would not reach it
-            raise NotImplementedError("%s: deleting parameter '%s' of a built-in layer is not supported; assign None "
-                                      "or a new nn.Parameter instead" % (type(self).__name__, name))
         self._remove_parameter(name)  # torch: gone from parameters() and the state dict
+        if not self._has_python_forward:
+            # A C++ layer's forward reads the name as a parameter: from now on it reads the tensor the attribute
+            # holds (torch's `del lin.weight; lin.weight = w * 3`, a non-leaf carrying w's graph: meta-learning).
+            self._set_computed_parameter(name, _DeletedParameter(name))
         return
     if any(n == name for n, _ in self._named_buffers(False)):
         self._remove_buffer(name)  # torch: gone from buffers() and the state dict
@@ -33,6 +35,12 @@ def _delattr(self, name):
         self._forward_changed()
 
 
+def _undelete(self, name):
+    """A Parameter assigned to a name `del` removed from a built-in layer is its parameter again."""
+    if _deleted(self, name):
+        self._set_computed_parameter(name, None)
+
+
 def _setattr(self, name, value):
     if not self._constructed:  # before Module.__init__ (the C++ module does not exist yet: touching it crashed)
         if isinstance(value, Parameter):
@@ -40,6 +48,14 @@ def _setattr(self, name, value):
         if isinstance(value, Module):
             raise AttributeError("cannot assign module before Module.__init__() call")
         return object.__setattr__(self, name, value)  # a plain attribute, as torch's
+    if _deleted(self, name) and value is None:  # the layer runs without it (Linear without bias), as torch's
+        self._set_computed_parameter(name, None)
+        self._register_parameter(name, None)
+        return
+    if _deleted(self, name) and isinstance(value, Tensor) and not isinstance(value, Parameter):
+        # a plain attribute the layer's forward reads (_DeletedParameter); past a read-only property (Linear.bias)
+        object.__getattribute__(self, "__dict__")[name] = value
+        return
     held = _complex_buffers(self)
     if held is not None and name in held and not isinstance(value, (Parameter, Module)):
         # torch: assigning to a buffer's name replaces the buffer (a parameter or child evicts it: below)
@@ -58,6 +74,7 @@ def _setattr(self, name, value):
             plists[name].right_inverse(value)  # torch: assigning a parametrized tensor sets its originals
             return
     if isinstance(value, Parameter):
+        _undelete(self, name)
         _evict(self, name, buffer=True, child=True)  # torch's remove_from: the name becomes a parameter only
         _note_none(self, name, True, value)
         if self._has_parameter(name):  # any shape, as torch (self.w = nn.Parameter(new_shape))

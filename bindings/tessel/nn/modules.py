@@ -277,6 +277,25 @@ def _complex_buffers(module):
     return _dict(module).get(_COMPLEX_KEY)
 
 
+class _DeletedParameter:
+    """What a built-in layer's forward reads for a parameter `del` removed: the tensor assigned to the attribute
+    since, as torch's forward reads self.weight (AttributeError, as torch's, while there is none)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, module):
+        value = module.__dict__.get(self.name)
+        if not isinstance(value, Tensor):
+            raise AttributeError("'%s' object has no attribute '%s'" % (type(module).__name__, self.name))
+        return value
+
+
+def _deleted(self, name):
+    """Whether `del` removed parameter `name` of a built-in layer (its forward then reads the attribute)."""
+    return isinstance(_dict(self).get("_tessel_computed_fns", {}).get(name), _DeletedParameter)
+
+
 def _getattr(self, name):
     if name.startswith("__") and name.endswith("__"):
         raise AttributeError(name)
@@ -298,6 +317,8 @@ def _getattr(self, name):
     if held is not None and name in held:
         return held[name][0]
     try:
+        if _deleted(self, name):  # the tensor assigned since (past a property such as Linear.bias), else torch's error
+            return _DeletedParameter(name)(self)
         if self._registered(name):  # register_parameter("bias", None), Linear(bias=False).bias: None, as torch
             return None
     except TypeError:  # before Module.__init__ ran
