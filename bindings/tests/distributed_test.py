@@ -2524,6 +2524,23 @@ def test_dcp_saves_and_loads_stateful_objects_as_the_dcp_tutorials_app_state(tmp
     np.testing.assert_array_equal(other.head.weight.detach().numpy(), saved_head)
 
 
+def test_functional_broadcast_src_is_a_rank_within_the_group_as_torchs():
+    """funcol.broadcast(t, 1, mesh["dp"]) on a (2, 2) mesh: each dp group ([0, 2] and [1, 3]) gets its own second
+    rank's tensor (torch passes src to ProcessGroup::broadcast as the root within the group). tessel read src as a
+    global rank: ranks 1 and 3 got rank 1's tensor and ranks 0 and 2 raised."""
+    import tessel.distributed._functional_collectives as funcol
+    got = {}
+
+    def run(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        got[world.rank] = funcol.wait_tensor(funcol.broadcast(tessel.tensor([float(world.rank)]), 1, mesh["dp"]))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, run)
+    assert {r: t.tolist() for r, t in got.items()} == {0: [2.0], 1: [3.0], 2: [2.0], 3: [3.0]}
+
+
 def test_functional_collectives_return_new_tensors_over_meshes_and_groups():
     import tessel.distributed._functional_collectives as funcol
     got = {}

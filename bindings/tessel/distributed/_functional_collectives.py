@@ -217,7 +217,7 @@ class _Broadcast(Function):
     @staticmethod
     def forward(ctx, x, src, g):
         out = _fresh(x)
-        _broadcast(out, src=src, group=g)
+        _broadcast(out, group=g, group_src=src)
         return out
 
     @staticmethod
@@ -233,7 +233,8 @@ class _Broadcast(Function):
 
 
 def broadcast(self, src, group, tag=""):
-    """rank src's tensor (src a global rank), a new tensor on every rank."""
+    """The tensor of the group's rank `src` (a rank within the group, as torch's: ProcessGroup::broadcast's root,
+    unlike dist.broadcast's global src), a new tensor on every rank."""
     return _Broadcast.apply(self, src, _resolve(group))
 
 
