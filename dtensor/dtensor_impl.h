@@ -35,6 +35,7 @@ class DTensorImpl final : public TensorImpl {
   std::string KindName() const override { return "DTensor"; }
   std::string ForeachGroupKey() const override { return mesh_.ToString(); }
   uint32_t version() const override { return local_.impl()->version(); }
+  bool deferred_init() const override { return local_.impl()->deferred_init(); }
   void RetagMemory(memory::Ledger ledger) const override { local_.impl()->RetagMemory(ledger); }
   bool OwnsDataExclusively() const override;
   Tensor MaterializeFull(const Tensor& self) const override;

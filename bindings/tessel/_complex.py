@@ -99,7 +99,7 @@ class ComplexTensor:
     """A complex tensor over `_r`, a real tensor [..., 2] whose last dimension has stride 1."""
 
     __slots__ = ("_r", "__weakref__")
-    is_distributed = is_sparse = is_quantized = is_meta = is_cuda = is_mps = is_nested = False
+    is_distributed = is_sparse = is_quantized = is_cuda = is_mps = is_nested = False
     __array_priority__ = 1000  # numpy defers: ndarray * z and np.float64 * z are tensors, as Tensor's
 
     def __init__(self, real_view):
@@ -182,6 +182,13 @@ class ComplexTensor:
     @property
     def device(self):
         return self._r.device
+
+    @property
+    def is_meta(self):  # built under tessel.device("meta") (torchtitan's freqs_cis buffer), until to_empty
+        return self._r.is_meta
+
+    def _clear_meta(self):  # Module.to_empty
+        self._r._clear_meta()
 
     @property
     def requires_grad(self):

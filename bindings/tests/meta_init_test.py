@@ -118,5 +118,54 @@ def test_fully_shard_refuses_to_train_a_model_still_on_meta():
     tessel.run_ranks(2, rank_fn)
 
 
+def test_a_layer_still_on_meta_refuses_a_real_input_as_torch_instead_of_computing_on_unwritten_values():
+    """torch raises "Tensor on device meta is not on the expected device cpu!"; tessel's meta parameters are CPU
+    tensors nobody wrote, and a forward before to_empty returned whatever was in them (also through tensor
+    parallelism, where nothing else checked). After to_empty and an initializer the layer runs."""
+    with tessel.device("meta"):
+        lin = nn.Linear(3, 2)
+    with pytest.raises(RuntimeError, match=r"Linear: parameter 'weight' is on the meta device .*call to_empty"):
+        lin(tessel.ones(1, 3))
+    lin.to_empty(device="cpu")
+    with tessel.no_grad():
+        lin.weight.fill_(1.0)
+        lin.bias.fill_(0.5)
+    np.testing.assert_allclose(lin(tessel.ones(1, 3)).detach().numpy(), [[3.5, 3.5]])
+
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    def rank_fn(world):
+        dist.init_process_group()
+        with tessel.device("meta"):
+            net = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
+        parallelize_module(net, init_device_mesh("cpu", (2,)), {"0": ColwiseParallel(), "1": RowwiseParallel()})
+        with pytest.raises(RuntimeError, match=r"Linear: parameter 'weight' is on the meta device"):
+            net(tessel.ones(2, 4))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+
+
+def test_to_empty_materializes_a_complex_meta_buffer_as_torchtitans_freqs_cis():
+    """torchtitan's Llama registers freqs_cis = polar(...) (complex64) as a non-persistent buffer under the meta
+    device; to_empty raised AttributeError on it ('ComplexTensor' object has no attribute '_clear_meta')."""
+    class Rope(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            freqs = tessel.arange(4).float()
+            self.register_buffer("freqs_cis", tessel.polar(tessel.ones_like(freqs), freqs), persistent=False)
+
+    with tessel.device("meta"):
+        m = Rope()
+    assert m.freqs_cis.is_meta and m.freqs_cis.dtype == tessel.complex64
+    m.to_empty(device="cpu")
+    assert not m.freqs_cis.is_meta and not m.lin.weight.is_meta and m.freqs_cis.dtype == tessel.complex64
+    freqs = tessel.arange(4).float()
+    m.freqs_cis = tessel.polar(tessel.ones_like(freqs), freqs)  # init_weights recomputes it, as torchtitan's
+    np.testing.assert_allclose(m.freqs_cis.real.numpy(), np.cos(np.arange(4.0)), rtol=1e-6)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

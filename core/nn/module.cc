@@ -491,6 +491,27 @@ struct TensorSpec {
 };
 }  // namespace
 
+namespace {
+
+// torch's "Tensor on device meta is not on the expected device cpu!": a module built under the meta device and
+// never materialized (to_empty) would compute on values nobody wrote. Meta inputs pass (shape propagation).
+void CheckMaterialized(const Module& m, const std::vector<std::pair<std::string, Tensor>>& params,
+                       const TensorList& inputs) {
+  for (const auto& [name, p] : params) {
+    if (!p.defined() || !p.impl()->deferred_init()) continue;
+    const bool real_input = std::any_of(inputs.begin(), inputs.end(),
+                                        [](const Tensor& t) { return t.defined() && !t.impl()->deferred_init(); });
+    TESSEL_CHECK_CODE(ErrorCode::kFailedPrecondition, !real_input, m.type_name(), ": parameter '", name,
+                      "' is on the meta device (built under device(\"meta\") and never materialized) while its input ",
+                      "is not; call to_empty(device=\"cpu\") and initialize the parameters (init_weights, ",
+                      "reset_parameters) before running the module (torch: Tensor on device meta is not on the ",
+                      "expected device cpu!)");
+    return;
+  }
+}
+
+}  // namespace
+
 TensorList Module::Call(TensorList inputs) {
   // Hooks run from copies taken when the call starts (the backward ones: at forward time, as torch's
   // BackwardHook), so a hook may remove itself or register another (torch's one-shot idiom) without
@@ -498,6 +519,7 @@ TensorList Module::Call(TensorList inputs) {
   // before backward has its hooks skipped instead of called on freed memory.
   const auto pre_hooks = forward_pre_hooks_;
   for (auto& [id, hook] : pre_hooks) hook(*this, inputs);
+  CheckMaterialized(*this, params_, inputs);
   std::optional<memory::LedgerScope> ledger;
   if (memory::CurrentLedger() == memory::Ledger::kOther) ledger.emplace(memory::Ledger::kActivations);
   const bool backward_hooks = GradModeEnabled() && (!backward_pre_hooks_.empty() || !backward_hooks_.empty());

@@ -36,6 +36,28 @@ std::vector<std::string> Names(const StateDict& sd) {
   return out;
 }
 
+// A layer built under DeferredInitGuard (the meta device) and never materialized refuses a real input, as torch's
+// "Tensor on device meta is not on the expected device cpu!", instead of computing on values nobody wrote; a meta
+// input passes (shape propagation); once the storage is materialized (to_empty) and written, it runs.
+TEST(ModuleTest, AnUnmaterializedMetaLayerRefusesARealInput) {
+  Generator gen(0);
+  std::unique_ptr<Linear> lin;
+  Tensor meta_input;
+  {
+    DeferredInitGuard meta;
+    lin = std::make_unique<Linear>(3, 2, /*bias=*/true, gen);
+    meta_input = Zeros({1, 3});
+  }
+  ::tessel::testing::ExpectErrorContains([&] { (*lin)(Ones({1, 3})); }, ErrorCode::kFailedPrecondition,
+                                         {"Linear: parameter 'weight' is on the meta device", "to_empty"});
+  EXPECT_EQ((*lin)(meta_input).sizes(), (Shape{1, 2}));
+  for (auto& [fqn, p] : lin->NamedParameters()) {
+    p.impl()->storage().set_deferred_init(false);  // what to_empty does
+    FillInPlace(p, 1.0);
+  }
+  EXPECT_EQ((*lin)(Ones({1, 3})).ToVector<float>(), (std::vector<float>{4.0f, 4.0f}));
+}
+
 TEST(ModuleTest, DropoutDrawsFromItsGeneratorInTrainingAndIsTheIdentityInEval) {
   Generator gen(11), ref(11);
   nn::Dropout drop(0.5, gen);

@@ -76,6 +76,9 @@ class TensorImpl {
   virtual std::string ForeachGroupKey() const { return ""; }
   // True when no other tensor shares these bytes (safe to adopt them as a .grad).
   virtual bool OwnsDataExclusively() const { return storage_.defined() && storage_.use_count() == 1; }
+  // Built under the meta device and never materialized ([Note: deferred init] in core/tensor/factory.h): its
+  // values were never written. A DTensor answers for its local tensor.
+  virtual bool deferred_init() const { return storage_.defined() && storage_.deferred_init(); }
 
   const Shape& sizes() const { return sizes_; }
   const Shape& strides() const { return strides_; }
