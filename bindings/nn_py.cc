@@ -54,6 +54,7 @@
 #include "core/tensor/torch_random.h"
 #include "core/tensor/tensor_impl.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/layout.h"
 #include "dtensor/random.h"
 
 namespace tessel::bindings {
@@ -496,8 +497,16 @@ void AssignFull(const Tensor& p, const Tensor& full) {
     CopyInto(p, full);
     return;
   }
+  // This rank's box of `full` (every rank holds the same full), in the spec's shard order: FSDP over TP
+  // (_StridedShard) holds its rows in tensor-parallel-major order, which DistributeTensor's default order permuted.
   const dtensor::DTensor d(p);
-  CopyInto(d.ToLocal(), dtensor::DistributeTensor(full, d.mesh(), d.placements()).ToLocal());
+  if (!d.mesh().is_member()) return;
+  Tensor piece = full;
+  const std::vector<dtensor::DimInterval> box = dtensor::GlobalIntervals(d.spec(), d.mesh().coordinate());
+  for (size_t dim = 0; dim < box.size(); ++dim) {
+    piece = Narrow(piece, static_cast<int64_t>(dim), box[dim].offset, box[dim].length);
+  }
+  CopyInto(d.ToLocal(), piece);
 }
 
 // A fresh draw of `dist` for t's (global) shape written into t, outside autograd. A dense CPU tensor takes a

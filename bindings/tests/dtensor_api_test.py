@@ -60,6 +60,26 @@ def test_factories_partial_and_shard_on_a_2d_mesh():
     _on_ranks(4, fn)
 
 
+def test_mixed_partial_reduce_ops_are_refused_by_from_local_and_distribute_tensor_as_torch():
+    """[Partial("max"), Partial("sum")] on a 2 x 2 mesh: the full value depends on which mesh dim is reduced first
+    (8 or 5 for these pieces), so torch refuses it; tessel accepted it and full_tensor read 8 while redistributing
+    dim b first gave 5. Sum with avg stays allowed (torch's exception)."""
+    got = {}
+
+    def fn(r, w):
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("a", "b"))
+        local = tessel.tensor([[1.0], [3.0], [5.0], [0.0]][r])
+        for make in (lambda pl: dtm.DTensor.from_local(local, mesh, pl),
+                     lambda pl: distribute_tensor(tessel.ones(1), mesh, pl)):
+            with pytest.raises(ValueError, match=r"Mixed Partial reduce types are not supported in the same "
+                                                 r"placement list\. Found reduce ops: \{'(max', 'sum|sum', 'max)'\}"):
+                make([Partial("max"), Partial("sum")])
+        got[r] = dtm.DTensor.from_local(local, mesh, [Partial("sum"), Partial("avg")]).full_tensor().item()
+
+    _on_ranks(4, fn)
+    assert got == {r: 4.5 for r in range(4)}  # sum over a of the averages over b: (1 + 3) / 2 + (5 + 0) / 2
+
+
 def test_factories_take_torchs_signature():
     def fn(r, w):
         mesh = init_device_mesh("cpu", (w,))

@@ -42,5 +42,44 @@ def test_init_weights_after_sharding_gives_one_ranks_values_bitwise(how):
     assert not ref["emb.weight"][0].any() and np.abs(ref["fc1.weight"]).max() <= 0.6
 
 
+def test_init_weights_after_tensor_parallel_then_fully_shard_gives_one_ranks_values_bitwise():
+    """FSDP over TP on a (dp 2, tp 2) mesh, torchtitan's order: fc1's and fc2's weights are _StridedShard on dp
+    beside Shard on tp, their rows held tensor-parallel-major. Each rank's piece is the one-rank values' piece; the
+    whole draw used to be distributed in the default order, permuting rows (the same values, so training depended
+    on the layout)."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.fsdp import fully_shard
+    from tessel.distributed.tensor import _StridedShard
+    from tessel.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    ref = one_rank()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        tessel.manual_seed(0)
+        net = Net()
+        parallelize_module(net, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        for m in (net.fc1, net.fc2, net.proj):
+            fully_shard(m, mesh=mesh["dp"])
+        fully_shard(net, mesh=mesh["dp"])
+        strided = sorted(n for n, p in net.named_parameters()
+                         if any(isinstance(pl, _StridedShard) for pl in p.placements))
+        tessel.manual_seed(5)
+        with tessel.no_grad():
+            net.init_weights()
+        got[world.rank] = (strided, values(net))
+        dist.destroy_process_group()
+
+    tessel.run_ranks(4, rank_fn)
+    for r in range(4):
+        strided, vals = got[r]
+        assert "fc1.weight" in strided
+        assert sorted(vals) == sorted(ref)
+        for name in ref:
+            np.testing.assert_array_equal(vals[name], ref[name], err_msg="rank %d %s" % (r, name))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

@@ -39,6 +39,7 @@ class DTensor(metaclass=_DTensorMeta):
         read as Replicate)."""
         device_mesh = _mesh_or_current(device_mesh)
         placements = _placement_list(placements, device_mesh, "DTensor.from_local")
+        _no_mixed_partials(placements)
         args = (local_tensor, device_mesh, placements, None if shape is None else list(shape),
                 None if stride is None else list(stride), run_check,
                 None if grad_placements is None else list(grad_placements))
@@ -98,11 +99,22 @@ def _placement_list(placements, device_mesh, op):
     return placements
 
 
+def _no_mixed_partials(placements):
+    """torch's check in from_local and distribute_tensor: Partials of different reduce ops (but sum with avg) would
+    make the value depend on the order the mesh dims are reduced in (max over one then sum over the other, or
+    the reverse)."""
+    ops = {p.reduce_op for p in placements if isinstance(p, Partial)}
+    if len(ops) > 1 and ops != {"sum", "avg"}:
+        raise ValueError("Mixed Partial reduce types are not supported in the same placement list. Found reduce ops: "
+                         "%s. Please ensure all Partial placements use the same reduce operation." % ops)
+
+
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
     device_mesh = _mesh_or_current(device_mesh)
     if not getattr(tensor, "is_leaf", True):  # torch's check and text (a result of ops that require grad)
         raise RuntimeError("`distribute_tensor` should be used to distribute leaf tensors! but found non-leaf tensor!")
     placements = _placement_list(placements, device_mesh, "distribute_tensor")
+    _no_mixed_partials(placements)
     if len(placements) != device_mesh.ndim:  # torch's check and text
         raise ValueError("`placements` must have the same length as `device_mesh.ndim`! Found placements length: "
                          "%d, and device_mesh.ndim: %d." % (len(placements), device_mesh.ndim))
