@@ -104,13 +104,17 @@ def check_cpu(dev, op):
 
 
 def factory_device(dev, op):
-    """A factory's device= argument: None and "cpu" build as usual; "meta" (torch's) builds without writing
-    the values (device.__enter__); anything else raises as check_cpu."""
+    """A factory's device= argument: None builds as the enclosing `with device(...)` says; "meta" (torch's) builds
+    without writing the values (device.__enter__); "cpu" builds real values even inside a meta block (torch's
+    explicit device wins over the context); anything else raises as check_cpu."""
     import contextlib
-    if dev is not None and (dev if isinstance(dev, device) else device(dev)).type == "meta":
+    if dev is None:
+        return contextlib.nullcontext()
+    d = dev if isinstance(dev, device) else device(dev)
+    if d.type == "meta":
         return device("meta")
-    check_cpu(dev, op)
-    return contextlib.nullcontext()
+    check_cpu(d, op)
+    return device("cpu")
 
 
 def parse_to_args(args, kwargs, op, allow_copy):

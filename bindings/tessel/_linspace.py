@@ -100,8 +100,10 @@ def _number(v, name):
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     """torch.linspace: steps values from start to end (both included) in dtype (the default dtype by default),
     with torch's CPU values (see the module docstring)."""
-    from ._device import check_cpu
-    check_cpu(device, "linspace")
+    if device is not None:  # "meta" builds without values, "cpu" wins over an enclosing meta block (as torch's)
+        from ._device import factory_device
+        with factory_device(device, "linspace"):
+            return linspace(start, end, steps, dtype=dtype, requires_grad=requires_grad)
     if not isinstance(steps, (builtins.int, np.integer)) or isinstance(steps, builtins.bool):
         raise TypeError("linspace(): argument 'steps' (position 3) must be int, not %s" % type(steps).__name__)
     if steps < 0:

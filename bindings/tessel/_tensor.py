@@ -163,7 +163,9 @@ def new_filled(x, shape, value, dtype=None, requires_grad=False):
 
 
 def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
-    check_cpu(device, "arange")
+    if device is not None:  # "meta" builds without values (torchtitan's RoPE: device=freqs.device); "cpu" wins
+        with factory_device(device, "arange"):  # over an enclosing meta block, as torch's explicit device does
+            return arange(start, end, step, dtype=dtype, requires_grad=requires_grad)
     if start is None:  # arange(end=n)
         if end is None:
             raise TypeError("arange() missing 1 required positional argument: 'end'")

@@ -147,6 +147,20 @@ def test_a_layer_still_on_meta_refuses_a_real_input_as_torch_instead_of_computin
     tessel.run_ranks(2, rank_fn)
 
 
+def test_device_meta_and_an_explicit_cpu_inside_a_meta_block_as_torch():
+    """torchtitan's precompute_freqs_cis calls torch.arange(end, device=freqs.device) inside `with
+    torch.device("meta")`: arange and linspace take device="meta" (they raised NotImplementedError), and an explicit
+    device="cpu" inside a meta block builds real values, as torch's explicit device wins (it built meta ones)."""
+    assert tessel.arange(8, device="meta").is_meta and tessel.linspace(0, 1, 5, device="meta").is_meta
+    with tessel.device("meta"):
+        freqs = tessel.ones(4)
+        assert freqs.is_meta and tessel.arange(4, device=freqs.device).is_meta
+        real = tessel.arange(3, device="cpu")
+        zeros = tessel.zeros(2, device="cpu")
+    assert not real.is_meta and real.tolist() == [0, 1, 2]
+    assert not zeros.is_meta and zeros.tolist() == [0.0, 0.0]
+
+
 def test_to_empty_materializes_a_complex_meta_buffer_as_torchtitans_freqs_cis():
     """torchtitan's Llama registers freqs_cis = polar(...) (complex64) as a non-persistent buffer under the meta
     device; to_empty raised AttributeError on it ('ComplexTensor' object has no attribute '_clear_meta')."""
