@@ -81,5 +81,29 @@ def test_init_weights_after_tensor_parallel_then_fully_shard_gives_one_ranks_val
             np.testing.assert_array_equal(vals[name], ref[name], err_msg="rank %d %s" % (r, name))
 
 
+def test_embedding_bag_reset_parameters_after_fully_shard_zeroes_the_padding_row_as_one_rank():
+    """EmbeddingBag(padding_idx=2).reset_parameters() on a fully_shard'ed weight raised ("zero_: the DTensor it
+    writes ... is a copy, not a view": its padding row lives on one rank); now the values are one rank's."""
+    from tessel.distributed.fsdp import fully_shard
+    tessel.manual_seed(5)
+    ref = tessel.nn.EmbeddingBag(6, 4, padding_idx=2).weight.detach().numpy()
+    got = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        bag = tessel.nn.EmbeddingBag(6, 4, padding_idx=2)
+        fully_shard(bag)
+        tessel.manual_seed(5)
+        with tessel.no_grad():
+            bag.reset_parameters()
+        got[world.rank] = bag.weight.full_tensor().numpy()
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert not ref[2].any()
+    for r in (0, 1):
+        np.testing.assert_array_equal(got[r], ref)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

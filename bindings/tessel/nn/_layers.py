@@ -489,8 +489,8 @@ class EmbeddingBag(Module):
         from . import init
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            with _C._GradMode(False):
-                self.weight[self.padding_idx].zero_()
+            with _C._GradMode(False):  # (assigned, not zero_() on the row: a sharded weight's row may be a copy)
+                self.weight[self.padding_idx] = 0
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return functional.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
