@@ -86,6 +86,19 @@ def test_an_unknown_dim_name_is_torchs_key_error():
     assert on_two_ranks(run) == {0: want, 1: want}
 
 
+def test_dims_sliced_out_of_mesh_order_are_torchs_key_error():
+    """mesh["tp", "dp"] on a ("dp", "tp") mesh: torch's KeyError (tessel raised its ValueError)."""
+    def run(rank):
+        w = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp"))
+        return [outcome(f) for f in (lambda: w["tp", "dp"], lambda: w["dp", "dp"])]
+
+    want = [("KeyError", ("Invalid mesh_dim_names ('tp', 'dp') specified. Mesh dim indices should be in ascending "
+                          "order.",)),
+            ("KeyError", ("Invalid mesh_dim_names ('dp', 'dp') specified. Mesh dim indices should be in ascending "
+                          "order.",))]
+    assert on_two_ranks(run) == {0: want, 1: want}
+
+
 def test_a_mesh_without_dim_names_is_not_sliced_flattened_or_taken_by_2d_fully_shard():
     def run(rank):
         u = init_device_mesh("cpu", (1, 2))

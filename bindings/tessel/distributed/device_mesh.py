@@ -243,6 +243,9 @@ def _getitem(self, names):
         return KeyError("Invalid mesh_dim_names %s specified. Valid mesh_dim_names are %s." % (names, valid))
     if any(n not in own and n not in flattened for n in names):
         raise invalid(list(own) + flattened)
+    dims = [own.index(n) for n in names if n in own]
+    if len(dims) == len(names) and any(b <= a for a, b in zip(dims, dims[1:])):  # torch's KeyError (mesh["tp", "dp"])
+        raise KeyError("Invalid mesh_dim_names %s specified. Mesh dim indices should be in ascending order." % (names,))
     from .. import InvalidArgumentError
     try:
         sub = _CGetItem(self, names[0] if len(names) == 1 else list(names))
