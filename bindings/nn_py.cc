@@ -500,6 +500,13 @@ void AssignFull(const Tensor& p, const Tensor& full) {
   // This rank's box of `full` (every rank holds the same full), in the spec's shard order: FSDP over TP
   // (_StridedShard) holds its rows in tensor-parallel-major order, which DistributeTensor's default order permuted.
   const dtensor::DTensor d(p);
+  // A Partial DTensor has no piece of a whole value (each rank's copy would be summed): refused, as DistributeTensor.
+  const auto& placements = d.spec().placements();
+  TESSEL_CHECK(std::none_of(placements.begin(), placements.end(),
+                            [](const dtensor::Placement& pl) { return dtensor::IsPartial(pl); }),
+               "assigning a whole tensor to a DTensor with placements ", dtensor::PlacementsToString(placements), " on ",
+               d.mesh().ToString(), ": a Partial placement holds no piece of it (redistribute to Replicate or Shard "
+               "first)");
   if (!d.mesh().is_member()) return;
   Tensor piece = full;
   const std::vector<dtensor::DimInterval> box = dtensor::GlobalIntervals(d.spec(), d.mesh().coordinate());

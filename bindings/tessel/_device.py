@@ -6,6 +6,7 @@ the CPU, so tessel.device("cpu") is the one device, tessel.cuda.is_available() i
     model.to(device); x = tessel.zeros(4, device=device).to(device)
 """
 import sys
+import threading
 import types
 
 
@@ -78,16 +79,27 @@ class device:
         if self.type not in ("cpu", "meta"):
             check_cpu(self, "with device(...)")
         from . import _C
-        _entered.append(_C._set_deferred_init(self.type == "meta"))
+        _entered_here().append(_C._set_deferred_init(self.type == "meta"))
         return self
 
     def __exit__(self, *exc):
         from . import _C
-        _C._set_deferred_init(_entered.pop() if _entered else False)
+        entered = _entered_here()
+        _C._set_deferred_init(entered.pop() if entered else False)
         return False
 
 
-_entered = []  # the deferred-init flags `with device(...)` blocks replaced, innermost last
+# The deferred-init flags `with device(...)` blocks replaced, innermost last, per thread: the flag itself is
+# per thread (core/tensor/factory.cc), and rank threads enter and leave their blocks independently (a list shared
+# by the process let one rank restore another's flag, leaving it in meta mode or building real tensors in a block).
+_entered = threading.local()
+
+
+def _entered_here():
+    stack = getattr(_entered, "stack", None)
+    if stack is None:
+        stack = _entered.stack = []
+    return stack
 
 
 CPU = device("cpu")

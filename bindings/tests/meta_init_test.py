@@ -161,6 +161,40 @@ def test_device_meta_and_an_explicit_cpu_inside_a_meta_block_as_torch():
     assert not zeros.is_meta and zeros.tolist() == [0.0, 0.0]
 
 
+def test_a_meta_model_takes_a_meta_input_outside_the_block_as_torchs_shape_inference():
+    """model(torch.empty(..., device="meta")) on a meta model: each layer's output is meta, so the next layer's
+    meta parameters meet a meta input (the first layer's output counted as real and the second layer raised)."""
+    with tessel.device("meta"):
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        x = tessel.ones(3, 4)
+    for inp in (x, tessel.empty(3, 4, device="meta")):
+        out = m(inp)
+        assert out.is_meta and tuple(out.shape) == (3, 2)
+    with pytest.raises(RuntimeError, match=r"Linear: parameter 'weight' is on the meta device"):
+        m(tessel.ones(3, 4))
+
+
+def test_meta_blocks_and_explicit_devices_on_rank_threads_keep_each_threads_own_mode():
+    """`with device("meta")` saved the flag it replaced on a list the whole process shared, while the flag is per
+    thread: with two rank threads entering and leaving blocks (and factories with device="cpu", which enter one
+    too), a rank restored the other's flag, staying in meta mode after its block or building real parameters
+    inside it."""
+    bad = []
+
+    def rank_fn(world):
+        for _ in range(100):
+            with tessel.device("meta"):
+                tessel.arange(0, 8, 2, device="cpu")
+                lin = nn.Linear(4, 4)
+                if not lin.weight.is_meta:
+                    bad.append("a parameter built in the block is real")
+            if tessel.ones(2).is_meta or tessel.zeros(3, device="cpu").is_meta:
+                bad.append("a tensor built after the block is meta")
+
+    tessel.run_ranks(2, rank_fn)
+    assert bad == []
+
+
 def test_to_empty_materializes_a_complex_meta_buffer_as_torchtitans_freqs_cis():
     """torchtitan's Llama registers freqs_cis = polar(...) (complex64) as a non-persistent buffer under the meta
     device; to_empty raised AttributeError on it ('ComplexTensor' object has no attribute '_clear_meta')."""

@@ -105,5 +105,25 @@ def test_embedding_bag_reset_parameters_after_fully_shard_zeroes_the_padding_row
         np.testing.assert_array_equal(got[r], ref)
 
 
+def test_a_whole_value_initializer_refuses_a_partial_dtensor():
+    """nn.init.eye_ on a Partial(sum) parameter: each rank keeping the whole value would make the sum world-size
+    times it; refused with a clear error (as before whole-value initializers copied this rank's box)."""
+    from tessel.distributed.device_mesh import init_device_mesh
+    from tessel.distributed.tensor import DTensor, Partial
+    errors = {}
+
+    def rank_fn(world):
+        dist.init_process_group()
+        mesh = init_device_mesh("cpu", (2,))
+        p = tessel.nn.Parameter(DTensor.from_local(tessel.zeros(2, 3), mesh, [Partial()]))
+        with pytest.raises(ValueError, match=r"P\(sum\).*a Partial placement holds no piece of it"):
+            tessel.nn.init.eye_(p)
+        errors[world.rank] = True
+        dist.destroy_process_group()
+
+    tessel.run_ranks(2, rank_fn)
+    assert errors == {0: True, 1: True}
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))

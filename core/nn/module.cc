@@ -510,6 +510,16 @@ void CheckMaterialized(const Module& m, const std::vector<std::pair<std::string,
   }
 }
 
+bool AllMeta(const TensorList& inputs) {
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!t.impl()->deferred_init()) return false;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 TensorList Module::Call(TensorList inputs) {
@@ -520,6 +530,10 @@ TensorList Module::Call(TensorList inputs) {
   const auto pre_hooks = forward_pre_hooks_;
   for (auto& [id, hook] : pre_hooks) hook(*this, inputs);
   CheckMaterialized(*this, params_, inputs);
+  // Meta in, meta out (torch's shape inference on a meta model, model(torch.empty(..., device="meta"))): a call
+  // whose tensor inputs are all meta allocates its outputs as meta, so the next layer sees a meta input too.
+  std::optional<DeferredInitGuard> meta_call;
+  if (AllMeta(inputs)) meta_call.emplace(true);
   std::optional<memory::LedgerScope> ledger;
   if (memory::CurrentLedger() == memory::Ledger::kOther) ledger.emplace(memory::Ledger::kActivations);
   const bool backward_hooks = GradModeEnabled() && (!backward_pre_hooks_.empty() || !backward_hooks_.empty());
