@@ -504,9 +504,9 @@ void AssignFull(const Tensor& p, const Tensor& full) {
   const auto& placements = d.spec().placements();
   TESSEL_CHECK(std::none_of(placements.begin(), placements.end(),
                             [](const dtensor::Placement& pl) { return dtensor::IsPartial(pl); }),
-               "assigning a whole tensor to a DTensor with placements ", dtensor::PlacementsToString(placements), " on ",
-               d.mesh().ToString(), ": a Partial placement holds no piece of it (redistribute to Replicate or Shard "
-               "first)");
+               "assigning a whole tensor to a DTensor with placements ", dtensor::PlacementsToString(placements),
+               " on ", d.mesh().ToString(), ": a Partial placement holds no piece of it (redistribute to Replicate or ",
+               "Shard first)");
   if (!d.mesh().is_member()) return;
   Tensor piece = full;
   const std::vector<dtensor::DimInterval> box = dtensor::GlobalIntervals(d.spec(), d.mesh().coordinate());

@@ -57,7 +57,8 @@ Shape RowsShape(const Tensor& p, int64_t rows) {
 
 // The parameters Replicate takes over, each tensor once under its first name (a tied weight is one parameter, as
 // DDP's): all of `module`'s except those of submodules under fully_shard, which stay fully_shard's to reduce (torch's
-// replicate leaves a fully_shard'ed submodule's parameters alone, tied ones included).
+// replicate leaves a fully_shard'ed submodule's parameters alone; a tensor tied inside the submodule is skipped
+// under every name).
 nn::StateDict ReplicatedParams(nn::Module& module) {
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [fqn, sub] : module.NamedModules()) {

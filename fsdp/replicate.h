@@ -18,8 +18,10 @@
 // (every rank still issues every bucket: nothing hangs) and ends with the averaged .grad (with
 // find_unused_parameters, one no rank had a gradient for stays undefined). Parameters that do not require
 // grad are broadcast at the call but sit in no bucket (as torch's DDP). Parameters of submodules already under
-// fully_shard (tied ones included) are left to fully_shard, as torch's replicate leaves them: fully_shard the blocks,
-// then Replicate the root, and the blocks reduce-scatter their own gradients while the root's buckets hold the rest;
+// fully_shard (a weight tied inside such a submodule included; one tied to a parameter outside it was already
+// untied by fully_shard, which swaps the block's handle only) are left to fully_shard, as torch's replicate leaves
+// them: fully_shard the blocks, then Replicate the root, and the blocks reduce-scatter their own gradients while
+// the root's buckets hold the rest;
 // a pipeline executor drives both. The other order (fully_shard on a submodule after Replicate on its ancestor)
 // swaps parameters the buckets hold: kFailedPrecondition at ZeroOptimizer's construction, at the module's first
 // forward, or at the end of a backward that bypassed the module's Call, before any bucket of it is issued. The end of
