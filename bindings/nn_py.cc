@@ -492,6 +492,15 @@ py::object ParamOrAttribute(const py::object& self, const char* name) {
 
 }  // namespace
 
+namespace {
+bool AnyPartial(const dtensor::DTensor& d) {
+  const auto& placements = d.spec().placements();
+  return std::any_of(placements.begin(), placements.end(), [](const dtensor::Placement& p) {
+    return dtensor::IsPartial(p);
+  });
+}
+}  // namespace
+
 void AssignFull(const Tensor& p, const Tensor& full) {
   if (!p.is_distributed()) {
     CopyInto(p, full);
@@ -501,12 +510,9 @@ void AssignFull(const Tensor& p, const Tensor& full) {
   // (_StridedShard) holds its rows in tensor-parallel-major order, which DistributeTensor's default order permuted.
   const dtensor::DTensor d(p);
   // A Partial DTensor has no piece of a whole value (each rank's copy would be summed): refused, as DistributeTensor.
-  const auto& placements = d.spec().placements();
-  TESSEL_CHECK(std::none_of(placements.begin(), placements.end(),
-                            [](const dtensor::Placement& pl) { return dtensor::IsPartial(pl); }),
-               "assigning a whole tensor to a DTensor with placements ", dtensor::PlacementsToString(placements),
-               " on ", d.mesh().ToString(), ": a Partial placement holds no piece of it (redistribute to Replicate or ",
-               "Shard first)");
+  TESSEL_CHECK(!AnyPartial(d), "assigning a whole tensor to a DTensor with placements ",
+               dtensor::PlacementsToString(d.spec().placements()), " on ", d.mesh().ToString(),
+               ": a Partial placement holds no piece of it (redistribute to Replicate or Shard first)");
   if (!d.mesh().is_member()) return;
   Tensor piece = full;
   const std::vector<dtensor::DimInterval> box = dtensor::GlobalIntervals(d.spec(), d.mesh().coordinate());
@@ -526,10 +532,7 @@ void FillRandomAny(const Tensor& t, Generator& gen, Distribution dist) {
   const bool torch_kind = dist.kind == Distribution::Kind::kUniform || dist.kind == Distribution::Kind::kNormal;
   if (t.is_distributed()) {
     const dtensor::DTensor d(t);
-    const auto& placements = d.spec().placements();
-    const bool partial = std::any_of(placements.begin(), placements.end(),
-                                     [](const dtensor::Placement& p) { return dtensor::IsPartial(p); });
-    if (torch_kind && !partial && d.ToLocal().device().is_cpu()) {
+    if (torch_kind && !AnyPartial(d) && d.ToLocal().device().is_cpu()) {
       // The whole tensor's torch draw on every rank (so all generators stay in step), this rank keeping its
       // piece: the values one rank gives the unsharded model (torchtitan's init_weights after parallelizing).
       // Costs one whole parameter of memory and time per rank while it lasts.
